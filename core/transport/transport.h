@@ -1,0 +1,74 @@
+// ferry::Transport: one context of a loaded plugin, with every vtable call
+// presence-checked (a missing entry is UNIMPLEMENTED, never a crash) and
+// guarded (a C++ exception escaping a plugin becomes INTERNAL). This is the
+// only place the core calls plugin code; conformance and benchmarks use it
+// too, so they exercise exactly what the core does.
+#pragma once
+
+#include "common/status.h"
+#include "loader/plugin_loader.h"
+
+#include <ferry/transport.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace ferry {
+
+class Transport {
+ public:
+  // init() with `flags` (FERRY_INIT_*), then query().
+  static StatusOr<std::unique_ptr<Transport>> Open(
+      std::shared_ptr<const Plugin> plugin, uint32_t flags = 0,
+      const std::string& instance = "");
+  ~Transport();  // fini()
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  const Plugin& plugin() const { return *plugin_; }
+  const std::string& name() const { return plugin_->name(); }
+  ferry_context_t* context() const { return ctx_; }
+  // The query() answer, copied at Open (strings copied too).
+  const ferry_context_info_t& info() const { return info_; }
+  const std::string& domain() const { return domain_; }
+  const std::string& description() const { return description_; }
+  bool HasCap(uint64_t cap) const { return (info_.caps & cap) != 0; }
+
+  // True when the vtable carries entry `offset` (offsetof into the vtable)
+  // and it is non-NULL.
+  bool Has(size_t vtable_offset) const;
+
+  Status Progress(ferry_event_t* events, uint32_t max_events,
+                  uint32_t* num_events);
+  Status Listen(const std::string& address, void* user_data,
+                ferry_listener_t** out);
+  StatusOr<std::string> ListenerAddress(ferry_listener_t* listener);
+  void CloseListener(ferry_listener_t* listener);
+  Status Connect(const std::string& address, void* user_data,
+                 ferry_conn_t** out);
+  void SetConnUserData(ferry_conn_t* conn, void* user_data);
+  Status Send(ferry_conn_t* conn, const ferry_send_args_t& args);
+  Status Place(ferry_conn_t* conn, const ferry_place_args_t& args);
+  Status Discard(ferry_conn_t* conn, uint64_t msg_id);
+  void Close(ferry_conn_t* conn);
+  Status Reg(const ferry_reg_args_t& args, ferry_mr_t** out);
+  void Dereg(ferry_mr_t* mr);
+  StatusOr<std::string> PeerAddress(ferry_conn_t* conn);
+
+ private:
+  Transport(std::shared_ptr<const Plugin> plugin, ferry_context_t* ctx);
+  std::shared_ptr<const Plugin> plugin_;
+  ferry_context_t* ctx_;
+  ferry_context_info_t info_{};
+  std::string domain_, description_;
+};
+
+// Presence check usable without a Transport (conformance probes vtables).
+bool VtableHas(const ferry_transport_vtable_t* vtable, size_t offset,
+               size_t entry_size);
+
+}  // namespace ferry
+
+// FERRY_VT(name): the offset of vtable entry `name`, for Transport::Has.
+#define FERRY_VT(name) offsetof(ferry_transport_vtable_t, name)
