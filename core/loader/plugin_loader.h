@@ -70,7 +70,7 @@ struct LoaderOptions {
   std::string filter;                    // FERRY_TRANSPORTS syntax
   // The ABI window the host offers (tests narrow it to probe negotiation).
   uint32_t abi_major = FERRY_TRANSPORT_ABI_MAJOR;
-  uint32_t abi_minor_min = 0;
+  uint32_t abi_minor_min = 1;  // 0.1 is the first published minor
   uint32_t abi_minor_max = FERRY_TRANSPORT_ABI_MINOR;
   bool unload_on_release = false;  // dlclose when the last Plugin ref goes
 

@@ -58,6 +58,7 @@ class Transport {
 
  private:
   Transport(std::shared_ptr<const Plugin> plugin, ferry_context_t* ctx);
+  Status QueryInfo();
   std::shared_ptr<const Plugin> plugin_;
   ferry_context_t* ctx_;
   ferry_context_info_t info_{};
