@@ -5,6 +5,12 @@
 # never clash and the host sees exactly one symbol. Usable in ferry's own
 # tree and, installed with the SDK, from a plugin author's out-of-tree build
 # (after find_package(ferry)).
+#
+# OUTPUT_DIRECTORY  where the .so goes (default: ferry's plugin directory).
+#                   A plugin given its own OUTPUT_DIRECTORY is a test or
+#                   fixture plugin: it is installed only if INSTALL_DESTINATION
+#                   says where.
+# INSTALL_DESTINATION  install directory (default: ferry's plugin directory).
 function(ferry_add_transport_plugin name)
   cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY;INSTALL_DESTINATION" "SOURCES;LINK" ${ARGN})
   set(target ferry-${name})
@@ -33,7 +39,7 @@ function(ferry_add_transport_plugin name)
   endif()
   if(ARG_INSTALL_DESTINATION)
     install(TARGETS ${target} LIBRARY DESTINATION ${ARG_INSTALL_DESTINATION})
-  elseif(DEFINED FERRY_PLUGIN_INSTALL_DIR)
+  elseif(DEFINED FERRY_PLUGIN_INSTALL_DIR AND NOT ARG_OUTPUT_DIRECTORY)
     install(TARGETS ${target} LIBRARY DESTINATION ${FERRY_PLUGIN_INSTALL_DIR})
   endif()
 endfunction()
