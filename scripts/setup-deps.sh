@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, whatever ferry's build and tests need and
+# this machine lacks. Idempotent and non-interactive; uses sudo when not root.
+set -euo pipefail
+
+packages=(
+  g++ gcc cmake ninja-build pkg-config make
+  libboost-dev              # Boost.DLL (plugin loader), header-only
+  libdlpack-dev             # DLPack device codes, checked against the ABI
+  nlohmann-json3-dev        # JSON reports (ferry info, conformance, bench)
+  libgtest-dev libgmock-dev # conformance suite and unit tests
+  libbenchmark-dev
+  binutils                  # nm, to check plugins export one symbol
+  iproute2 procps           # ip netns, ps/kill in process tests
+)
+if [ "${FERRY_SETUP_PLOT:-0}" = 1 ]; then
+  packages+=(python3 python3-matplotlib)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
