@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds, and shows ferry loading
+# transports by name: `ferry info`, a conformance run of the tcp plugin and
+# of the third-party C example plugin, and a two-process ping-pong over tcp
+# beside a raw TCP floor.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+
+"$root/scripts/setup-deps.sh"
+"$root/scripts/build.sh" "$build"
+ferry="$build/bin/ferry"
+
+step() { printf '\n==== %s\n' "$*"; }
+
+step "ferry info: plugins found by name, what each offers, failed loads"
+"$ferry" info
+
+step "ferry info with FERRY_TRANSPORTS=^tcp (filters drop a plugin by name)"
+FERRY_TRANSPORTS=^tcp "$ferry" info | sed -n '1,12p'
+
+step "Asking for a plugin that does not exist (the error says what to do)"
+"$ferry" info tpc 2>&1 | tail -n 2 || true
+
+step "ferry conformance --plugin tcp --plugin uds (the C example plugin)"
+"$ferry" conformance --plugin tcp --plugin uds --gtest_brief=1
+
+step "ferry bench transport --plugin tcp (two processes, beside a raw TCP ping-pong)"
+"$ferry" bench transport --plugin tcp --sizes 64,4096,1048576 --iters 2000 --mode busy
