@@ -224,8 +224,10 @@ typedef struct ferry_init_args {
 } ferry_init_args_t;
 #define FERRY_INIT_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_init_args_t, ext)
 
-/* What a context is and can do. Filled by query(); the strings are owned by
- * the context and live until fini(). */
+/* What a context is and can do. Filled by query(): the host sets struct_size
+ * to its sizeof; the plugin writes only fields inside it and sets struct_size
+ * to the smaller of both sizes (so the host knows which fields were written).
+ * The strings are owned by the context and live until fini(). */
 typedef struct ferry_context_info {
   uint32_t struct_size;
   uint32_t max_header_size;   /* largest header a send may carry (>= 64) */
@@ -254,11 +256,15 @@ typedef struct ferry_context_info {
 /* ------------------------------------------------------------------------ */
 
 /* Completion of connect(): `conn` is the handle connect() returned,
- * `user_data` the value given to connect(). status OK or the failure. */
+ * `user_data` the value given to connect(). status OK, or UNAVAILABLE when
+ * nothing listens at the address or it is unreachable (the message names
+ * the address), or another failure. */
 #define FERRY_EV_CONNECTED 1
 /* A new inbound connection on a listener. `conn` is new, owned by the plugin
  * until the host close()s it; `user_data` is the listener's user_data. The
- * host adopts it with set_conn_user_data() (optional) or close()s it. */
+ * host adopts it with set_conn_user_data() (optional) or close()s it. No
+ * ARRIVAL for a connection is returned before its ACCEPTED (or CONNECTED)
+ * event has been returned. */
 #define FERRY_EV_ACCEPTED 2
 /* Completion of send(): `user_data` is the send's user_data. */
 #define FERRY_EV_SEND_DONE 3
@@ -275,7 +281,10 @@ typedef struct ferry_context_info {
  * Delivered at most once per connection; the host still close()s it. */
 #define FERRY_EV_CONN_BROKEN 6
 /* The last event for `conn`, after the host's close(): every operation on it
- * has completed. The handle is invalid once this event is returned. */
+ * has completed. The handle is invalid once this event is returned. After
+ * close(), no further ARRIVAL is returned for the connection (one the host
+ * has not seen yet is dropped; one it holds is released), and a CONNECTED
+ * the host has not seen yet completes with FERRY_CANCELLED. */
 #define FERRY_EV_CLOSED 7
 
 /* A segment of an arriving message, as the receiver sees it. */
@@ -299,7 +308,8 @@ typedef struct ferry_event {
   ferry_conn_t* conn;    /* the connection concerned (NULL for none) */
   void* user_data;       /* see each FERRY_EV_* */
   void* conn_user_data;  /* the value of set_conn_user_data() / connect()'s
-                            user_data for `conn`, NULL if never set */
+                            user_data for `conn` when the event is returned
+                            by progress(), NULL if never set */
   /* Non-empty when status != FERRY_OK. Owned by the plugin, valid until the
    * next progress() call on the same context. */
   const char* message;
@@ -473,21 +483,30 @@ typedef struct ferry_transport_vtable {
                             ferry_conn_t** out, ferry_error_buf_t* err);
   /* Sets the value reported as conn_user_data in this conn's events. */
   void (*set_conn_user_data)(ferry_conn_t* conn, void* user_data);
-  /* Posts a message. FERRY_INVALID_ARGUMENT / FERRY_RESOURCE_EXHAUSTED for a
-   * malformed or oversized message, FERRY_UNAVAILABLE for back-pressure
-   * (retry after progress()), FERRY_PEER_GONE / FERRY_FAILED_PRECONDITION on
-   * a broken or closing connection: in each case nothing was posted. */
+  /* Posts a message. FERRY_INVALID_ARGUMENT for a malformed one (bad
+   * struct_size, NULL data with a length, unsupported device),
+   * FERRY_RESOURCE_EXHAUSTED for one over a limit (header, segments, message
+   * size; checked from the lengths alone, before any data pointer is read),
+   * FERRY_UNAVAILABLE for back-pressure only (retry after progress()), the
+   * break's status (FERRY_PEER_GONE, ...) on a broken connection and
+   * FERRY_FAILED_PRECONDITION on a closing one: in each case nothing was
+   * posted. A broken connection never answers FERRY_UNAVAILABLE. */
   ferry_status_t (*send)(ferry_conn_t* conn, const ferry_send_args_t* args,
                          ferry_error_buf_t* err);
   /* Answers an arrival by giving destinations for its segments; completes
    * with FERRY_EV_PLACE_DONE. An arrival whose segments are all inline may
-   * also be answered with place() (no bytes move; it still completes). */
+   * also be answered with place() (no bytes move; it still completes).
+   * Wrong msg_id, num_dests or a capacity below the segment's length:
+   * FERRY_INVALID_ARGUMENT, nothing changes. On a broken connection place()
+   * may fail with the break's status; the arrival then stays held until
+   * discard() or close(). */
   ferry_status_t (*place)(ferry_conn_t* conn, const ferry_place_args_t* args,
                           ferry_error_buf_t* err);
   /* Answers an arrival by dropping it: its bytes are skipped, later messages
    * are unaffected, and its header and inline data become invalid. Not an
    * operation: produces no event. Also how the host releases an all-inline
-   * arrival it has finished reading. */
+   * arrival it has finished reading. Succeeds for any held arrival, also on
+   * a broken connection. */
   ferry_status_t (*discard)(ferry_conn_t* conn, uint64_t msg_id,
                             ferry_error_buf_t* err);
   /* Starts closing: pending operations complete with FERRY_CANCELLED (or the

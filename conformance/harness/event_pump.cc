@@ -1,0 +1,561 @@
+#include "harness/event_pump.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <sstream>
+#include <thread>
+
+namespace ferry::conformance {
+namespace {
+
+constexpr size_t kRecentEvents = 16;
+
+// Fields are read only when the plugin's struct_size says they are there;
+// missing fields read as zero (the ABI's rule for readers).
+template <typename T>
+T Field(const ferry_event_t* e, size_t offset, size_t size) {
+  if (e->struct_size < offset + size) return T{};
+  T value;
+  std::memcpy(&value, reinterpret_cast<const char*>(e) + offset, sizeof value);
+  return value;
+}
+#define EVENT_FIELD(e, name) \
+  Field<decltype(ferry_event_t::name)>(e, offsetof(ferry_event_t, name), \
+                                       sizeof(ferry_event_t::name))
+
+}  // namespace
+
+bool Event::AllInline() const {
+  for (const SegmentView& s : segments) {
+    if (s.inline_data == nullptr && s.length > 0) return false;
+  }
+  return true;
+}
+
+const char* EventTypeName(int32_t type) {
+  switch (type) {
+    case FERRY_EV_CONNECTED: return "CONNECTED";
+    case FERRY_EV_ACCEPTED: return "ACCEPTED";
+    case FERRY_EV_SEND_DONE: return "SEND_DONE";
+    case FERRY_EV_ARRIVAL: return "ARRIVAL";
+    case FERRY_EV_PLACE_DONE: return "PLACE_DONE";
+    case FERRY_EV_CONN_BROKEN: return "CONN_BROKEN";
+    case FERRY_EV_CLOSED: return "CLOSED";
+  }
+  return "UNKNOWN_EVENT";
+}
+
+std::string Describe(const Event& e) {
+  std::ostringstream s;
+  s << EventTypeName(e.type) << " conn=" << e.conn;
+  if (e.status != FERRY_OK) {
+    s << " status=" << StatusText(e.status) << " message=\"" << e.message
+      << "\"";
+  }
+  if (e.type == FERRY_EV_ARRIVAL) {
+    s << " msg_id=" << e.msg_id << " header=" << e.header_len << "B segments=[";
+    for (size_t i = 0; i < e.segments.size(); ++i) {
+      s << (i ? "," : "") << e.segments[i].length
+        << (e.segments[i].inline_data ? "i" : "");
+    }
+    s << "]";
+  }
+  return s.str();
+}
+
+void EventPump::Add(Transport* transport) {
+  for (Transport* t : transports_) {
+    if (t == transport) return;
+  }
+  transports_.push_back(transport);
+}
+
+void EventPump::Remove(Transport* transport) {
+  for (auto it = transports_.begin(); it != transports_.end(); ++it) {
+    if (*it == transport) {
+      transports_.erase(it);
+      break;
+    }
+  }
+  // The context's connections (and their handlers) die with it: a later
+  // context may be handed the same conn pointers.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->second.transport == transport) {
+      handlers_.erase(it->first);
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    it = it->transport == transport ? queue_.erase(it) : ++it;
+  }
+}
+
+size_t EventPump::Progress(Transport* transport, std::vector<Event>* out) {
+  const uint32_t max = max_events_ == 0 ? 1 : max_events_;
+  if (padding_ == 0) {
+    events_.assign(max, ferry_event_t{});
+    uint32_t n = 0;
+    Status status = transport->Progress(events_.data(), max, &n);
+    if (!status.ok()) {
+      ADD_FAILURE() << "progress() failed: " << status.ToString();
+      return 0;
+    }
+    if (n > max) {
+      ADD_FAILURE() << "INV-6: progress() reported " << n
+                    << " events for an array of " << max;
+      n = max;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      Event e;
+      if (ParseEvent(transport, &events_[i], sizeof(ferry_event_t), &e)) {
+        out->push_back(std::move(e));
+      }
+    }
+    return n;
+  }
+
+  // ABI-2 path: a bigger args struct and events strided wider than the
+  // plugin's own struct, canaries in each gap and after the array.
+  const size_t stride = sizeof(ferry_event_t) + padding_;
+  padded_.assign(stride * max + padding_, 0);
+  for (uint32_t i = 0; i < max; ++i) {
+    FillCanary(padded_.data() + i * stride + sizeof(ferry_event_t), padding_);
+  }
+  FillCanary(padded_.data() + stride * max, padding_);
+  Padded<ferry_progress_args_t> args(padding_);
+  args->max_events = max;
+  args->events = reinterpret_cast<ferry_event_t*>(padded_.data());
+  args->event_stride = stride;
+  ferry_status_t rc = transport->plugin().vtable()->progress(
+      transport->context(), args.get());
+  if (rc != FERRY_OK) {
+    ADD_FAILURE() << "progress() with a larger args struct failed: "
+                  << StatusText(rc);
+    return 0;
+  }
+  if (int64_t off = args.TailDamage(); off >= 0) {
+    ADD_FAILURE() << "ABI-2: progress() wrote byte " << off
+                  << " of ferry_progress_args_t, beyond the struct it knows ("
+                  << sizeof(ferry_progress_args_t) << " bytes)";
+  }
+  uint32_t n = args->num_events;
+  if (n > max) {
+    ADD_FAILURE() << "INV-6: progress() reported " << n
+                  << " events for an array of " << max;
+    n = max;
+  }
+  for (uint32_t i = 0; i < max; ++i) {
+    if (int64_t off = CanaryDamage(
+            padded_.data() + i * stride + sizeof(ferry_event_t), padding_);
+        off >= 0) {
+      ADD_FAILURE() << "ABI-2: progress() wrote into the gap after event " << i
+                    << " (byte " << sizeof(ferry_event_t) + off
+                    << " of a " << stride << "-byte stride): events must be "
+                       "strided by event_stride and written only up to the "
+                       "plugin's own struct size";
+    }
+  }
+  if (int64_t off = CanaryDamage(padded_.data() + stride * max, padding_);
+      off >= 0) {
+    ADD_FAILURE() << "ABI-2: progress() wrote past the end of the events "
+                     "array (max_events "
+                  << max << ")";
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    Event e;
+    auto* raw = reinterpret_cast<const ferry_event_t*>(padded_.data() + i * stride);
+    if (ParseEvent(transport, raw, stride, &e)) out->push_back(std::move(e));
+  }
+  return n;
+}
+
+bool EventPump::ParseEvent(Transport* transport, const ferry_event_t* raw,
+                           size_t stride, Event* out) {
+  if (raw->struct_size < FERRY_STRUCT_SIZE(ferry_event_t, status) ||
+      raw->struct_size > stride) {
+    ADD_FAILURE() << "INV-6: event struct_size " << raw->struct_size
+                  << " is not within [" << FERRY_STRUCT_SIZE(ferry_event_t, status)
+                  << ", event_stride " << stride << "]";
+    return false;
+  }
+  out->transport = transport;
+  out->type = raw->type;
+  out->status = raw->status;
+  out->conn = EVENT_FIELD(raw, conn);
+  out->user_data = EVENT_FIELD(raw, user_data);
+  out->conn_user_data = EVENT_FIELD(raw, conn_user_data);
+  const char* message = EVENT_FIELD(raw, message);
+  if (message != nullptr) out->message = message;
+  if (out->type == FERRY_EV_ARRIVAL) {
+    if (raw->struct_size < FERRY_EVENT_STRUCT_SIZE) {
+      ADD_FAILURE() << "INV-7: ARRIVAL event with struct_size "
+                    << raw->struct_size << " lacks the arrival fields";
+      return false;
+    }
+    out->msg_id = raw->msg_id;
+    out->header = raw->header;
+    out->header_len = raw->header_len;
+    const uint32_t n = raw->num_segments;
+    if (out->header_len > 0 && out->header == nullptr) {
+      ADD_FAILURE() << "INV-7: ARRIVAL with header_len " << out->header_len
+                    << " but a NULL header";
+      return false;
+    }
+    if (n > 0 && (raw->segments == nullptr ||
+                  raw->segment_stride < FERRY_STRUCT_SIZE(ferry_arrival_segment_t, length))) {
+      ADD_FAILURE() << "INV-7: ARRIVAL with " << n
+                    << " segments but segments=" << raw->segments
+                    << " segment_stride=" << raw->segment_stride;
+      return false;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      const ferry_arrival_segment_t* s = FERRY_ELEMENT_AT(
+          const ferry_arrival_segment_t, raw->segments, raw->segment_stride, i);
+      SegmentView v;
+      v.length = s->length;
+      if (FERRY_FIELD_PRESENT(s, ferry_arrival_segment_t, device)) {
+        v.device = s->device;
+      }
+      if (FERRY_FIELD_PRESENT(s, ferry_arrival_segment_t, inline_data)) {
+        v.inline_data = s->inline_data;
+      }
+      out->segments.push_back(v);
+    }
+  }
+  return true;
+}
+
+void EventPump::Check(Event* e) {
+  const std::string what = Describe(*e);
+  if (e->type < FERRY_EV_CONNECTED || e->type > FERRY_EV_CLOSED) {
+    ADD_FAILURE() << "INV-6: unknown event type " << e->type;
+  }
+  if (e->status != FERRY_OK && e->message.empty()) {
+    ADD_FAILURE() << "INV-4 (failing statuses carry a message): event " << what
+                  << " has an empty message; say what failed and why";
+  }
+  if (e->conn == nullptr) {
+    ADD_FAILURE() << "INV-6: event " << what << " has no conn";
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(e->conn);
+  if (e->type == FERRY_EV_ACCEPTED) {
+    if (it != conns_.end() && !it->second.closed) {
+      ADD_FAILURE() << "INV-6: ACCEPTED returned conn " << e->conn
+                    << ", which is already an open connection";
+    }
+    ConnState fresh;
+    fresh.transport = e->transport;
+    fresh.user_data_given.insert(nullptr);
+    conns_[e->conn] = fresh;
+    if (e->status != FERRY_OK) {
+      ADD_FAILURE() << "INV-6: ACCEPTED with status " << StatusText(e->status);
+    }
+    return;
+  }
+  if (it == conns_.end()) {
+    ADD_FAILURE() << "INV-6: event " << what
+                  << " names a connection the host never received from "
+                     "connect() or ACCEPTED";
+    return;
+  }
+  ConnState& c = it->second;
+  if (c.closed) {
+    ADD_FAILURE() << "INV-5 (CLOSED is last): event " << what
+                  << " came after FERRY_EV_CLOSED for the same connection";
+    return;
+  }
+  if (c.user_data_given.count(e->conn_user_data) == 0) {
+    ADD_FAILURE() << "INV-6: event " << what << " carries conn_user_data "
+                  << e->conn_user_data
+                  << ", a value the host never gave this connection";
+  }
+  switch (e->type) {
+    case FERRY_EV_CONN_BROKEN:
+      if (++c.broken > 1) {
+        ADD_FAILURE() << "INV-5: CONN_BROKEN delivered twice for conn "
+                      << e->conn;
+      }
+      if (e->status == FERRY_OK) {
+        ADD_FAILURE() << "INV-5: CONN_BROKEN with status OK";
+      }
+      c.broken_status = e->status;
+      break;
+    case FERRY_EV_CLOSED: {
+      if (!c.close_called) {
+        ADD_FAILURE() << "INV-5: CLOSED for conn " << e->conn
+                      << " which the host never close()d";
+      }
+      size_t pending = tracker_->Pending(e->conn);
+      if (pending > 0) {
+        std::string list;
+        for (const std::string& p : tracker_->DescribePending(e->conn)) {
+          list += "\n    " + p;
+        }
+        ADD_FAILURE() << "INV-5: CLOSED returned while " << pending
+                      << " operation(s) on the connection never completed "
+                         "(close must complete them with FERRY_CANCELLED "
+                         "first):"
+                      << list;
+      }
+      c.closed = true;
+      c.unanswered.clear();
+      handlers_.erase(e->conn);
+      break;
+    }
+    case FERRY_EV_ARRIVAL:
+      if (!c.unanswered.insert(e->msg_id).second) {
+        ADD_FAILURE() << "INV-7: msg_id " << e->msg_id
+                      << " reused while an arrival with that id is unanswered";
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void EventPump::Dispatch(Event e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++events_seen_;
+    recent_.push_back(Describe(e));
+    if (recent_.size() > kRecentEvents) recent_.pop_front();
+  }
+  Check(&e);
+  switch (e.type) {
+    case FERRY_EV_CONNECTED:
+    case FERRY_EV_SEND_DONE:
+    case FERRY_EV_PLACE_DONE:
+      tracker_->OnCompletion(e.type, e.user_data, e.conn, e.status, e.message);
+      return;
+    case FERRY_EV_ARRIVAL: {
+      ArrivalHandler handler;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = handlers_.find(e.conn);
+        if (it != handlers_.end()) handler = it->second;
+      }
+      if (handler) {
+        handler(e);
+        return;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.push_back(std::move(e));
+}
+
+size_t EventPump::PollOnce() {
+  size_t total = 0;
+  for (Transport* t : transports_) {
+    std::vector<Event> batch;
+    total += Progress(t, &batch);
+    for (Event& e : batch) Dispatch(std::move(e));
+  }
+  return total;
+}
+
+bool EventPump::WaitForWork() {
+  // Sleep on the wakeup fds only when every context has one and none asks
+  // to be spun; otherwise yield and let the caller spin.
+  std::vector<pollfd> fds;
+  for (Transport* t : transports_) {
+    if (!t->HasCap(FERRY_CAP_WAKEUP_FD) || t->info().wakeup_fd < 0 ||
+        t->HasCap(FERRY_CAP_BUSY_POLL)) {
+      std::this_thread::yield();
+      return false;
+    }
+    fds.push_back(pollfd{t->info().wakeup_fd, POLLIN, 0});
+  }
+  // A bounded wait: a wakeup fd that is never signalled only slows the
+  // suite down (WAKE-* test it), it never hangs it.
+  return ::poll(fds.data(), fds.size(), 10) > 0;
+}
+
+bool EventPump::RunQuietlyUntil(const std::function<bool()>& done,
+                                milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    if (done()) return true;
+    if (Clock::now() >= deadline) return false;
+    if (PollOnce() == 0 && !done()) WaitForWork();
+  }
+}
+
+bool EventPump::RunUntil(const std::function<bool()>& done,
+                         milliseconds timeout, const std::string& what) {
+  if (RunQuietlyUntil(done, timeout)) return true;
+  std::string pending;
+  for (const std::string& p : tracker_->DescribePending()) {
+    pending += "\n    " + p;
+  }
+  ADD_FAILURE() << "timed out after " << timeout.count()
+                << " ms waiting for " << what
+                << "\n  operations still pending:"
+                << (pending.empty() ? " none" : pending)
+                << "\n  last events:\n" << RecentEvents();
+  return false;
+}
+
+void EventPump::Churn(int rounds) {
+  for (int i = 0; i < rounds; ++i) PollOnce();
+}
+
+void EventPump::NoteConnect(Transport* transport, ferry_conn_t* conn,
+                            void* user_data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  if (it != conns_.end() && !it->second.closed) {
+    ADD_FAILURE() << "INV-6: connect() returned conn " << conn
+                  << ", which is already an open connection";
+  }
+  ConnState fresh;
+  fresh.transport = transport;
+  fresh.user_data_given.insert(user_data);
+  conns_[conn] = fresh;
+}
+
+void EventPump::NoteConnUserData(ferry_conn_t* conn, void* user_data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  if (it != conns_.end()) it->second.user_data_given.insert(user_data);
+}
+
+void EventPump::NoteClose(ferry_conn_t* conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  if (it != conns_.end()) it->second.close_called = true;
+}
+
+void EventPump::NoteAnswered(ferry_conn_t* conn, uint64_t msg_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  if (it != conns_.end()) it->second.unanswered.erase(msg_id);
+}
+
+Transport* EventPump::TransportOf(ferry_conn_t* conn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  return it == conns_.end() ? nullptr : it->second.transport;
+}
+
+bool EventPump::IsClosed(ferry_conn_t* conn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  return it != conns_.end() && it->second.closed;
+}
+
+bool EventPump::CloseCalled(ferry_conn_t* conn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  return it != conns_.end() && it->second.close_called;
+}
+
+bool EventPump::IsBroken(ferry_conn_t* conn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  return it != conns_.end() && it->second.broken > 0;
+}
+
+ferry_status_t EventPump::BrokenStatus(ferry_conn_t* conn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  return it == conns_.end() ? FERRY_OK : it->second.broken_status;
+}
+
+std::vector<ferry_conn_t*> EventPump::UnclosedConns() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ferry_conn_t*> out;
+  for (const auto& [conn, c] : conns_) {
+    if (!c.close_called && !c.closed) out.push_back(conn);
+  }
+  return out;
+}
+
+std::vector<ferry_conn_t*> EventPump::ClosingConns() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ferry_conn_t*> out;
+  for (const auto& [conn, c] : conns_) {
+    if (c.close_called && !c.closed) out.push_back(conn);
+  }
+  return out;
+}
+
+std::vector<uint64_t> EventPump::UnansweredArrivals(ferry_conn_t* conn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return {};
+  return std::vector<uint64_t>(it->second.unanswered.begin(),
+                               it->second.unanswered.end());
+}
+
+void EventPump::SetArrivalHandler(ferry_conn_t* conn, ArrivalHandler handler) {
+  std::vector<Event> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handlers_[conn] = handler;
+    // Arrivals queued before the handler existed go to it now, in order.
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->type == FERRY_EV_ARRIVAL && it->conn == conn) {
+        waiting.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const Event& e : waiting) handler(e);
+}
+
+void EventPump::ClearArrivalHandler(ferry_conn_t* conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  handlers_.erase(conn);
+}
+
+std::optional<Event> EventPump::Take(
+    const std::function<bool(const Event&)>& match) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (match(*it)) {
+      Event e = std::move(*it);
+      queue_.erase(it);
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+bool EventPump::HasQueued(const std::function<bool(const Event&)>& match) const {
+  return CountQueued(match) > 0;
+}
+
+size_t EventPump::CountQueued(
+    const std::function<bool(const Event&)>& match) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const Event& e : queue_) n += match(e) ? 1 : 0;
+  return n;
+}
+
+std::string EventPump::RecentEvents() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (recent_.empty()) return "    (none)";
+  std::string out;
+  for (const std::string& line : recent_) out += "    " + line + "\n";
+  return out;
+}
+
+uint64_t EventPump::events_seen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_seen_;
+}
+
+}  // namespace ferry::conformance

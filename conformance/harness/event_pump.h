@@ -1,0 +1,154 @@
+// The event pump: the only place the suite calls progress(). It drives one
+// or more contexts until a condition holds or a deadline passes (no sleeps:
+// it blocks on the contexts' wakeup fds when they all have one, and spins
+// otherwise), and checks every event against the ABI's rules as it passes:
+//
+//   INV-1..3  completions, through the CookieTracker (exactly once, never
+//             inline, refused posts stay silent);
+//   INV-4     an event whose status is not FERRY_OK has a non-empty message;
+//   INV-5     per connection: CONN_BROKEN at most once, CLOSED only after the
+//             host's close(), once, last, and only when every operation on
+//             the connection has completed;
+//   INV-6     event fields are sane (known type, struct_size within the
+//             stride, conn set, conn_user_data is a value the host gave);
+//   INV-7     arrivals: msg_id unique while unanswered, descriptors present.
+//
+// Arrivals go to a per-connection handler when one is set (the Inbox), other
+// non-completion events are queued for the test to Take().
+#pragma once
+
+#include "harness/cookie_tracker.h"
+#include "harness/util.h"
+#include "transport/transport.h"
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ferry::conformance {
+
+struct SegmentView {
+  uint64_t length = 0;
+  ferry_device_t device{};
+  const void* inline_data = nullptr;  // borrowed until place()/discard()
+};
+
+// An owned copy of a ferry_event_t (the plugin's message string is only valid
+// until the next progress()). For ARRIVAL the header and inline bytes are
+// still the plugin's, borrowed until the arrival is answered.
+struct Event {
+  int32_t type = 0;
+  ferry_status_t status = FERRY_OK;
+  Transport* transport = nullptr;
+  ferry_conn_t* conn = nullptr;
+  void* user_data = nullptr;
+  void* conn_user_data = nullptr;
+  std::string message;
+  uint64_t msg_id = 0;
+  const void* header = nullptr;
+  uint64_t header_len = 0;
+  std::vector<SegmentView> segments;
+
+  bool AllInline() const;
+};
+
+const char* EventTypeName(int32_t type);
+std::string Describe(const Event& event);
+
+class EventPump {
+ public:
+  explicit EventPump(CookieTracker* tracker) : tracker_(tracker) {}
+
+  void Add(Transport* transport);
+  void Remove(Transport* transport);
+
+  // Events returned per progress() call (1 stresses "nothing is lost when
+  // the host's array is small").
+  void SetMaxEvents(uint32_t max_events) { max_events_ = max_events; }
+  // ABI-2: call the vtable's progress() directly with a larger args struct
+  // and events strided `extra` bytes apart, canaries in every gap.
+  void SetEventPadding(size_t extra) { padding_ = extra; }
+
+  // One progress() on every context; returns the number of events.
+  // Called by one thread at a time.
+  size_t PollOnce();
+  // Progresses until done() or the timeout; on timeout adds a failure that
+  // names `what`, the pending operations and the last events, and returns
+  // false.
+  bool RunUntil(const std::function<bool()>& done, milliseconds timeout,
+                const std::string& what);
+  // Same, without a failure on timeout (for "must not happen" windows and
+  // best-effort drains).
+  bool RunQuietlyUntil(const std::function<bool()>& done, milliseconds timeout);
+  // `rounds` progress() calls: a bounded chance for something to happen.
+  void Churn(int rounds);
+
+  // ---- connections: the host side of each conn's life ----
+  void NoteConnect(Transport* transport, ferry_conn_t* conn, void* user_data);
+  void NoteConnUserData(ferry_conn_t* conn, void* user_data);
+  void NoteClose(ferry_conn_t* conn);
+  void NoteAnswered(ferry_conn_t* conn, uint64_t msg_id);
+  Transport* TransportOf(ferry_conn_t* conn) const;
+  bool IsClosed(ferry_conn_t* conn) const;      // CLOSED returned
+  bool CloseCalled(ferry_conn_t* conn) const;
+  bool IsBroken(ferry_conn_t* conn) const;      // CONN_BROKEN returned
+  ferry_status_t BrokenStatus(ferry_conn_t* conn) const;
+  // Connections the host has not close()d yet.
+  std::vector<ferry_conn_t*> UnclosedConns() const;
+  // Connections close()d whose CLOSED has not been returned.
+  std::vector<ferry_conn_t*> ClosingConns() const;
+  std::vector<uint64_t> UnansweredArrivals(ferry_conn_t* conn) const;
+
+  // ---- arrivals and queued events ----
+  using ArrivalHandler = std::function<void(const Event&)>;
+  void SetArrivalHandler(ferry_conn_t* conn, ArrivalHandler handler);
+  void ClearArrivalHandler(ferry_conn_t* conn);
+  std::optional<Event> Take(const std::function<bool(const Event&)>& match);
+  bool HasQueued(const std::function<bool(const Event&)>& match) const;
+  size_t CountQueued(const std::function<bool(const Event&)>& match) const;
+
+  // The last events seen, one per line, for failure messages.
+  std::string RecentEvents() const;
+  uint64_t events_seen() const;
+
+ private:
+  struct ConnState {
+    Transport* transport = nullptr;
+    std::set<void*> user_data_given;  // every conn_user_data the host set
+    bool close_called = false;
+    bool closed = false;
+    int broken = 0;
+    ferry_status_t broken_status = FERRY_OK;
+    std::set<uint64_t> unanswered;
+  };
+
+  size_t Progress(Transport* transport, std::vector<Event>* out);
+  bool ParseEvent(Transport* transport, const ferry_event_t* raw,
+                  size_t stride, Event* out);
+  // Checks INV-4..7 and updates connection state; returns false when the
+  // event must not be dispatched further.
+  void Check(Event* event);
+  void Dispatch(Event event);
+  bool WaitForWork();
+
+  CookieTracker* tracker_;
+  uint32_t max_events_ = 32;
+  size_t padding_ = 0;
+  std::vector<Transport*> transports_;
+  std::vector<ferry_event_t> events_;
+  std::vector<unsigned char> padded_;
+
+  mutable std::mutex mu_;  // everything below: tests read from other threads
+  std::map<ferry_conn_t*, ConnState> conns_;
+  std::map<ferry_conn_t*, ArrivalHandler> handlers_;
+  std::deque<Event> queue_;
+  std::deque<std::string> recent_;
+  uint64_t events_seen_ = 0;
+};
+
+}  // namespace ferry::conformance

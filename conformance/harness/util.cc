@@ -1,0 +1,119 @@
+#include "harness/util.h"
+
+#include "common/status.h"
+
+#include <dirent.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace ferry::conformance {
+namespace {
+
+// xorshift64*: fast enough to fill and check 64 MiB in a few milliseconds.
+inline uint64_t Next(uint64_t* state) {
+  uint64_t x = *state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *state = x;
+  return x * 0x2545F4914F6CDD1DULL;
+}
+
+inline uint64_t Seed(uint64_t seed) {
+  // Never zero (xorshift would stay at zero) and different for nearby seeds.
+  return (seed * 0x9E3779B97F4A7C15ULL) ^ 0xD1B54A32D192ED03ULL;
+}
+
+}  // namespace
+
+void FillPattern(void* data, size_t len, uint64_t seed) {
+  uint64_t state = Seed(seed);
+  auto* p = static_cast<unsigned char*>(data);
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t v = Next(&state);
+    std::memcpy(p + i, &v, 8);
+  }
+  if (i < len) {
+    uint64_t v = Next(&state);
+    std::memcpy(p + i, &v, len - i);
+  }
+}
+
+int64_t PatternMismatch(const void* data, size_t len, uint64_t seed) {
+  uint64_t state = Seed(seed);
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t v = Next(&state);
+    if (std::memcmp(p + i, &v, 8) != 0) {
+      for (size_t k = 0; k < 8; ++k) {
+        if (p[i + k] != reinterpret_cast<const unsigned char*>(&v)[k]) {
+          return static_cast<int64_t>(i + k);
+        }
+      }
+    }
+  }
+  if (i < len) {
+    uint64_t v = Next(&state);
+    for (size_t k = 0; i + k < len; ++k) {
+      if (p[i + k] != reinterpret_cast<const unsigned char*>(&v)[k]) {
+        return static_cast<int64_t>(i + k);
+      }
+    }
+  }
+  return -1;
+}
+
+void FillCanary(void* p, size_t len) { std::memset(p, kCanary, len); }
+
+int64_t CanaryDamage(const void* p, size_t len) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < len; ++i) {
+    if (b[i] != kCanary) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+GuardedBuffer::GuardedBuffer(size_t size) : size_(size) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t body = (size + page - 1) / page * page;
+  map_len_ = body + page;
+  map_ = mmap(nullptr, map_len_, PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map_ == MAP_FAILED) std::abort();
+  auto* base = static_cast<unsigned char*>(map_);
+  mprotect(base + body, page, PROT_NONE);
+  data_ = base + body - size;
+}
+
+GuardedBuffer::~GuardedBuffer() { munmap(map_, map_len_); }
+
+std::set<int> OpenFds() {
+  std::set<int> fds;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return fds;
+  const int own = dirfd(dir);
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    int fd = std::atoi(entry->d_name);
+    if (fd != own) fds.insert(fd);
+  }
+  closedir(dir);
+  return fds;
+}
+
+std::string StatusText(ferry_status_t status) {
+  return std::string(StatusCodeName(status)) + " (" + std::to_string(status) +
+         ")";
+}
+
+std::string Bytes(uint64_t n) {
+  if (n >= kMiB && n % kMiB == 0) return std::to_string(n / kMiB) + " MiB";
+  if (n >= kKiB && n % kKiB == 0) return std::to_string(n / kKiB) + " KiB";
+  return std::to_string(n) + " B";
+}
+
+}  // namespace ferry::conformance

@@ -1,0 +1,93 @@
+#include "config.h"
+
+#include "log.h"
+#include "status.h"
+#include "wire.h"
+
+#include <ferry/transport.h>
+
+namespace ferry_tcp {
+namespace {
+
+constexpr const char* kPlugin = "tcp";
+
+// Reads integer parameter `key`, clamped to [lo, hi] (a warning names the
+// environment variable so the user can fix it).
+uint64_t IntParam(const char* key, uint64_t fallback, uint64_t lo,
+                  uint64_t hi) {
+  int64_t v = ferry_host_param_int(HostServices(), kPlugin, key,
+                                   static_cast<int64_t>(fallback));
+  uint64_t clamped = v < 0 ? lo : static_cast<uint64_t>(v);
+  if (clamped < lo) clamped = lo;
+  if (clamped > hi) clamped = hi;
+  if (v < 0 || static_cast<uint64_t>(v) != clamped) {
+    TCP_LOG(FERRY_LOG_WARN,
+            "parameter %s=%lld is outside [%llu, %llu]; using %llu "
+            "(FERRY_TCP_%s or the in-process setting)",
+            key, static_cast<long long>(v), static_cast<unsigned long long>(lo),
+            static_cast<unsigned long long>(hi),
+            static_cast<unsigned long long>(clamped), key);
+  }
+  return clamped;
+}
+
+std::string StringParam(const char* key, const std::string& fallback) {
+  const ferry_host_services_t* host = HostServices();
+  if (host == nullptr ||
+      !FERRY_FIELD_PRESENT(host, ferry_host_services_t, get_param) ||
+      host->get_param == nullptr) {
+    return fallback;
+  }
+  char buf[512];
+  int64_t n = host->get_param(host->host_ctx, kPlugin, key, buf, sizeof buf);
+  if (n < 0) return fallback;
+  if (static_cast<uint64_t>(n) >= sizeof buf) {
+    TCP_LOG(FERRY_LOG_WARN, "parameter %s is longer than %zu bytes; ignored",
+            key, sizeof buf - 1);
+    return fallback;
+  }
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+Config LoadConfig(uint32_t init_flags) {
+  Config c;
+  c.busy_poll = (init_flags & FERRY_INIT_BUSY_POLL) != 0 ||
+                IntParam("busy_poll", 0, 0, 1) != 0;
+  c.listen_host = StringParam("listen_host", c.listen_host);
+  c.advertise_host = StringParam("advertise_host", c.advertise_host);
+  c.max_header_size = static_cast<uint32_t>(
+      IntParam("max_header_size", c.max_header_size, 64, 16u << 20));
+  c.max_segments = static_cast<uint32_t>(
+      IntParam("max_segments", c.max_segments, 1, wire::kMaxSegmentsLimit));
+  // The wire floor: a sender that has not seen our hello yet inlines up to
+  // kMinInline, so a receiver must always accept that much.
+  c.max_inline_size = static_cast<uint32_t>(IntParam(
+      "max_inline_size", c.max_inline_size, wire::kMinInline, 1u << 20));
+  c.max_inline_total = static_cast<uint32_t>(
+      IntParam("max_inline_total", c.max_inline_total, c.max_inline_size,
+               16u << 20));
+  c.max_message_size = IntParam("max_message_size", c.max_message_size,
+                                1u << 20, uint64_t{1} << 62);
+  c.rx_buffer_size = static_cast<uint32_t>(
+      IntParam("rx_buffer_size", c.rx_buffer_size, 4096, 64u << 20));
+  c.socket_buffer_size = static_cast<uint32_t>(
+      IntParam("socket_buffer_size", c.socket_buffer_size, 0, 1u << 30));
+  c.busy_poll_usec = static_cast<uint32_t>(
+      IntParam("busy_poll_usec", c.busy_poll_usec, 0, 1000000));
+  c.max_pending_sends = static_cast<uint32_t>(
+      IntParam("max_pending_sends", c.max_pending_sends, 1, 1u << 30));
+  return c;
+}
+
+std::string Config::Describe() const {
+  return Format(
+      "tcp over epoll, %s mode, TCP_NODELAY; header <= %u B, segments <= %u, "
+      "inline <= %u B per segment (%u B per message), message <= %llu B",
+      busy_poll ? "busy-poll" : "sleeping", max_header_size, max_segments,
+      max_inline_size, max_inline_total,
+      static_cast<unsigned long long>(max_message_size));
+}
+
+}  // namespace ferry_tcp

@@ -1,0 +1,320 @@
+// The lifecycle and send half of Conn: connecting, the send queue, breaking
+// and closing. The receive half is in connection_receive.cc.
+#include "connection.h"
+
+#include "context.h"
+#include "log.h"
+#include "message_encoder.h"
+#include "socket_util.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+
+namespace ferry_tcp {
+namespace {
+
+// Bytes one Service() may read for a connection before the others get a
+// turn; the connection stays scheduled, so it does not wait for an edge.
+constexpr size_t kRxBudget = size_t{8} << 20;
+// Bytes close() reads and drops so the kernel ends with FIN rather than RST
+// (an RST can destroy data the peer has not read yet).
+constexpr size_t kCloseDrainLimit = size_t{1} << 20;
+
+const std::string kNoMessage;
+
+unsigned long long ULL(uint64_t v) { return static_cast<unsigned long long>(v); }
+
+}  // namespace
+
+Conn::Conn(Context* ctx, int fd, State state, std::string peer,
+           void* user_data, bool accepted)
+    : Pollable(Kind::kConn),
+      ctx_(ctx),
+      fd_(fd),
+      state_(state),
+      peer_(std::move(peer)),
+      user_data_(user_data),
+      connect_user_data_(user_data),
+      rx_enabled_(!accepted),
+      rx_(ctx->config().rx_buffer_size) {
+  // Until the peer's hello says otherwise: no extra limits from the peer,
+  // and inline only what every receiver accepts.
+  peer_limits_.max_header = UINT32_MAX;
+  peer_limits_.max_segments = UINT32_MAX;
+  peer_limits_.max_message = UINT64_MAX;
+  peer_limits_.inline_limit = wire::kMinInline;
+  peer_limits_.inline_total = wire::kMinInline;
+}
+
+Conn::~Conn() {
+  while (SendOp* op = tx_.PopFront()) ctx_->send_ops().Put(op);
+  ReleaseSocket(false);
+}
+
+// --- host calls ------------------------------------------------------------
+
+Status Conn::Send(const ferry_send_args_t& args) {
+  if (state_ == State::kClosed || state_ == State::kBroken) {
+    return UnusableError("send() on");
+  }
+  const Config& c = ctx_->config();
+  if (tx_.size() >= c.max_pending_sends) {
+    return Error(FERRY_UNAVAILABLE,
+                 "tcp: %zu sends already pending on the connection to %s "
+                 "(max_pending_sends): call progress() and post again",
+                 tx_.size(), peer_.c_str());
+  }
+  SendLimits limits;
+  limits.max_header = std::min(c.max_header_size, peer_limits_.max_header);
+  limits.max_segments = std::min(c.max_segments, peer_limits_.max_segments);
+  limits.max_message = std::min(c.max_message_size, peer_limits_.max_message);
+  limits.peer_inline_limit = peer_limits_.inline_limit;
+  limits.peer_inline_total = peer_limits_.inline_total;
+
+  SendOp* op = ctx_->send_ops().Get();
+  Status st;
+  try {
+    st = EncodeMessage(args, limits, op);
+  } catch (...) {  // out of memory for the header copy: the entry reports it
+    ctx_->send_ops().Put(op);
+    throw;
+  }
+  if (!st.ok()) {
+    ctx_->send_ops().Put(op);
+    return st;
+  }
+  op->user_data = args.user_data;
+  bool was_idle = tx_.Empty();
+  tx_.PushBack(op);
+  // The latency path: write now rather than waiting for progress(). The
+  // completion is still only queued (never inline).
+  if (state_ == State::kOpen && was_idle && !tx_blocked_) FlushTx();
+  return Status();
+}
+
+void Conn::Close() {
+  if (state_ == State::kClosed) {
+    TCP_LOG(FERRY_LOG_WARN, "close() called twice for the connection to %s",
+            peer_.c_str());
+    return;
+  }
+  State before = state_;
+  state_ = State::kClosed;
+  if (before == State::kConnecting) {
+    ctx_->EmitError(FERRY_EV_CONNECTED, this, connect_user_data_,
+                    FERRY_CANCELLED,
+                    Format("tcp: connect to %s cancelled: the host closed the "
+                           "connection",
+                           peer_.c_str()));
+  }
+  FailAllSends(FERRY_CANCELLED,
+               Format("tcp: send cancelled: the host closed the connection "
+                      "to %s",
+                      peer_.c_str()));
+  if (rx_state_ == RxState::kPlacing && placing_for_host_) {
+    ctx_->EmitError(FERRY_EV_PLACE_DONE, this, place_user_data_,
+                    FERRY_CANCELLED,
+                    Format("tcp: place cancelled: the host closed the "
+                           "connection to %s",
+                           peer_.c_str()));
+  }
+  if (rx_state_ == RxState::kHeld && !arrival_delivered_) {
+    ctx_->SuppressArrivals(this);
+  }
+  rx_state_ = RxState::kDead;
+  placement_.Clear();
+  placing_for_host_ = false;
+  ReleaseSocket(/*drain=*/true);
+  ctx_->Emit(FERRY_EV_CLOSED, this, nullptr);
+}
+
+// --- context calls -----------------------------------------------------------
+
+void Conn::OnEpoll(uint32_t events) {
+  if (state_ == State::kConnecting) FinishConnect(events);
+  if (state_ != State::kOpen) return;
+  if ((events & EPOLLERR) != 0) {
+    int err = TakeSocketError(fd_);
+    if (err == 0) err = ECONNRESET;
+    Fail(StatusForIoErrno(err), Format("tcp: connection to %s failed: %s",
+                                       peer_.c_str(), ErrnoText(err).c_str()));
+    return;
+  }
+  if ((events & EPOLLHUP) != 0) {
+    Fail(FERRY_PEER_GONE,
+         Format("tcp: connection to %s hung up (the peer reset it)",
+                peer_.c_str()));
+    return;
+  }
+  if ((events & (EPOLLIN | EPOLLRDHUP)) != 0) rx_ready_ = true;
+  if ((events & EPOLLRDHUP) != 0) peer_shut_down_ = true;
+  if ((events & EPOLLOUT) != 0) tx_blocked_ = false;
+  ctx_->Schedule(this);
+}
+
+void Conn::Service() {
+  if (state_ == State::kClosed) return;
+  if (state_ == State::kOpen && !tx_.Empty() && !tx_blocked_) FlushTx();
+  if (!rx_enabled_) return;
+  size_t budget = kRxBudget;
+  ServiceRx(&budget);
+}
+
+void Conn::PrimeForBusyPoll() {
+  // Only the receive side: a blocked send waits for its EPOLLOUT edge (the
+  // context still calls epoll_wait now and then), so spinning costs one
+  // recv() per connection and not a failing sendmsg() as well.
+  if (state_ != State::kOpen) return;
+  rx_ready_ = true;
+  ctx_->Schedule(this);
+}
+
+void Conn::StartStream() {
+  tx_.PushFront(ctx_->NewHelloOp());
+  FlushTx();
+}
+
+void Conn::FailConnect(int err) {
+  Fail(StatusForConnectErrno(err),
+       Format("tcp: connect to %s failed: %s", peer_.c_str(),
+              ErrnoText(err).c_str()));
+}
+
+void Conn::OnAcceptDelivered() {
+  rx_enabled_ = true;
+  ScheduleIfRxWork();
+}
+
+// --- connection setup and teardown -----------------------------------------
+
+void Conn::FinishConnect(uint32_t events) {
+  if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) == 0) return;
+  int err = TakeSocketError(fd_);
+  if (err == 0 && (events & (EPOLLERR | EPOLLHUP)) != 0) err = ECONNREFUSED;
+  if (err != 0) {
+    FailConnect(err);
+    return;
+  }
+  state_ = State::kOpen;
+  ctx_->Emit(FERRY_EV_CONNECTED, this, connect_user_data_);
+  ctx_->AddOpen(this);
+  StartStream();
+}
+
+void Conn::Fail(ferry_status_t status, const std::string& message) {
+  if (state_ == State::kBroken || state_ == State::kClosed) return;
+  bool was_connecting = state_ == State::kConnecting;
+  state_ = State::kBroken;
+  broken_status_ = status;
+  broken_message_ = message;
+  TCP_LOG(FERRY_LOG_INFO, "%s", message.c_str());
+  ReleaseSocket(/*drain=*/false);
+  if (was_connecting) {
+    ctx_->EmitError(FERRY_EV_CONNECTED, this, connect_user_data_, status,
+                    message);
+  }
+  FailAllSends(status, message);
+  if (rx_state_ == RxState::kPlacing) {
+    // Completes from bytes already buffered, or fails: the socket is gone.
+    size_t budget = SIZE_MAX;
+    ContinuePlacement(&budget);
+  } else if (rx_state_ != RxState::kHeld) {
+    // A held arrival stays valid until the host answers it.
+    rx_state_ = RxState::kDead;
+  }
+  if (!was_connecting) {
+    ctx_->EmitError(FERRY_EV_CONN_BROKEN, this, nullptr, status, message);
+  }
+}
+
+void Conn::FailOnEof() {
+  std::string message;
+  if (rx_state_ == RxState::kPlacing) {
+    message = Format(
+        "tcp: peer %s closed the connection in the middle of a message "
+        "(%llu of %llu payload bytes received)",
+        peer_.c_str(), ULL(placement_.total() - placement_.remaining()),
+        ULL(placement_.total()));
+  } else if (rx_.size() > 0) {
+    message = Format(
+        "tcp: peer %s closed the connection in the middle of a message "
+        "(%zu bytes of an incomplete frame received)",
+        peer_.c_str(), rx_.size());
+  } else {
+    message = Format("tcp: peer %s closed the connection", peer_.c_str());
+  }
+  Fail(FERRY_PEER_GONE, message);
+}
+
+void Conn::ReleaseSocket(bool drain) {
+  if (fd_ < 0) return;
+  ctx_->RemoveOpen(this);
+  // Explicitly, not by close(): a forked child may share the socket, and
+  // then close() would leave the registration (and this pointer) in epoll.
+  ctx_->Unregister(fd_);
+  for (size_t drained = 0; drain && drained < kCloseDrainLimit;) {
+    ssize_t n = recv(fd_, ctx_->drop_scratch(), Context::kDropScratchSize, 0);
+    if (n > 0) {
+      drained += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;
+    }
+  }
+  CloseFd(fd_);
+  fd_ = -1;
+  rx_ready_ = false;
+}
+
+// --- send side ---------------------------------------------------------------
+
+void Conn::FlushTx() {
+  TxQueue::FlushResult r =
+      tx_.Flush(fd_, ctx_->iov_scratch(), ctx_->iov_scratch_size(),
+                [this](SendOp* op) { CompleteSend(op, FERRY_OK, kNoMessage); });
+  if (r.error != 0) {
+    Fail(StatusForIoErrno(r.error),
+         Format("tcp: sending to %s failed: %s", peer_.c_str(),
+                ErrnoText(r.error).c_str()));
+    return;
+  }
+  tx_blocked_ = r.blocked;
+}
+
+void Conn::CompleteSend(SendOp* op, ferry_status_t status,
+                        const std::string& message) {
+  if (!op->internal) {
+    if (status == FERRY_OK) {
+      ctx_->Emit(FERRY_EV_SEND_DONE, this, op->user_data);
+    } else {
+      ctx_->EmitError(FERRY_EV_SEND_DONE, this, op->user_data, status,
+                      message);
+    }
+  }
+  ctx_->send_ops().Put(op);
+}
+
+void Conn::FailAllSends(ferry_status_t status, const std::string& message) {
+  while (SendOp* op = tx_.PopFront()) CompleteSend(op, status, message);
+}
+
+Status Conn::UnusableError(const char* what) const {
+  if (state_ == State::kClosed) {
+    return Error(FERRY_FAILED_PRECONDITION,
+                 "tcp: %s a connection to %s that the host already closed",
+                 what, peer_.c_str());
+  }
+  ferry_status_t code = broken_status_ == FERRY_PEER_GONE
+                            ? FERRY_PEER_GONE
+                            : FERRY_FAILED_PRECONDITION;
+  return Error(code, "tcp: %s a broken connection: %s", what,
+               broken_message_.c_str());
+}
+
+}  // namespace ferry_tcp

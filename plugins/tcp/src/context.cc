@@ -1,0 +1,422 @@
+#include "context.h"
+
+#include "address.h"
+#include "connection.h"
+#include "handles.h"
+#include "listener.h"
+#include "log.h"
+#include "socket_util.h"
+#include "wire.h"
+
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace ferry_tcp {
+namespace {
+
+// Sockets are edge-triggered: see the wakeup note in context.h.
+constexpr uint32_t kConnEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+constexpr uint32_t kListenerEvents = EPOLLIN | EPOLLET;
+constexpr int kEpollBatch = 64;
+// Busy-poll mode reads up to this many open connections directly on every
+// progress() (one recv each, no epoll_wait in front of it); with more, one
+// epoll_wait is cheaper than a recv per connection.
+constexpr size_t kMaxSpinConns = 8;
+// ...and calls epoll_wait only every kEpollEvery-th time, for accepts,
+// connects and errors.
+constexpr uint32_t kEpollEvery = 16;
+
+// A host may write "::1" for listen_host; the address parser wants brackets.
+std::string BracketHost(const std::string& host) {
+  if (host.find(':') != std::string::npos && host[0] != '[') {
+    return "[" + host + "]";
+  }
+  return host;
+}
+
+}  // namespace
+
+Status Context::Create(uint32_t flags, const char* instance,
+                       std::unique_ptr<Context>* out) {
+  std::unique_ptr<Context> ctx(new Context(LoadConfig(flags)));
+  Status st = ctx->Init(instance);
+  if (st.ok()) *out = std::move(ctx);
+  return st;
+}
+
+Context::Context(Config config) : config_(std::move(config)) {
+  limits_.max_header = config_.max_header_size;
+  limits_.max_segments = config_.max_segments;
+  limits_.inline_limit = config_.max_inline_size;
+  limits_.inline_total = config_.max_inline_total;
+  limits_.max_message = config_.max_message_size;
+  description_ = config_.Describe();
+  iov_scratch_.resize(IOV_MAX);
+  drop_scratch_.reset(new char[kDropScratchSize]);
+}
+
+Status Context::Init(const char* instance) {
+  instance_ = instance != nullptr ? instance : "";
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) {
+    int e = errno;
+    return Error(StatusForSetupErrno(e), "tcp: epoll_create1 failed: %s",
+                 ErrnoText(e).c_str());
+  }
+  wakeup_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wakeup_fd_ < 0) {
+    int e = errno;
+    return Error(StatusForSetupErrno(e), "tcp: eventfd failed: %s",
+                 ErrnoText(e).c_str());
+  }
+  Status st;
+  // Level-triggered: readable for as long as it is signalled.
+  if (!Register(wakeup_fd_, EPOLLIN, &wakeup_tag_, &st)) return st;
+  if (config_.busy_poll) {
+    uint64_t one = 1;
+    if (write(wakeup_fd_, &one, sizeof one) == sizeof one) {
+      wakeup_signalled_ = true;
+    }
+  }
+  wire::Hello hello;
+  hello.max_header = config_.max_header_size;
+  hello.max_segments = config_.max_segments;
+  hello.inline_limit = config_.max_inline_size;
+  hello.inline_total = config_.max_inline_total;
+  hello.max_message = config_.max_message_size;
+  static_assert(sizeof hello_ >= wire::kHelloSize, "hello buffer too small");
+  wire::EncodeHello(hello, hello_);
+  TCP_LOG(FERRY_LOG_INFO, "context '%s': %s", instance_.c_str(),
+          description_.c_str());
+  return Status();
+}
+
+Context::~Context() {
+  for (Conn* c : retired_) delete c;
+  for (Conn* c : conns_) delete c;
+  for (Listener* l : listeners_) delete l;
+  CloseFd(wakeup_fd_);
+  CloseFd(epoll_fd_);
+}
+
+void Context::Query(ferry_context_info_t* info) const {
+  ferry_context_info_t full{};
+  full.struct_size = info->struct_size;
+  full.max_header_size = config_.max_header_size;
+  full.caps = FERRY_CAP_WAKEUP_FD | FERRY_CAP_DETECTS_PEER_DEATH |
+              FERRY_CAP_ORDERED | FERRY_CAP_THREAD_SAFE |
+              (config_.busy_poll ? FERRY_CAP_BUSY_POLL : 0);
+  full.memory_kinds = FERRY_MEM_HOST;
+  full.max_message_size = config_.max_message_size;
+  full.max_inline_size = config_.max_inline_size;
+  full.max_segments = config_.max_segments;
+  full.wakeup_fd = epoll_fd_;
+  full.priority = 10;
+  full.domain = "";  // TCP reaches anything routable
+  full.description = description_.c_str();
+  std::memcpy(info, &full, std::min<size_t>(info->struct_size, sizeof full));
+}
+
+// --- progress ----------------------------------------------------------------
+
+Status Context::Progress(ferry_progress_args_t* args) {
+  args->num_events = 0;
+  if (args->max_events > 0 &&
+      (args->events == nullptr ||
+       args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
+    return Error(FERRY_INVALID_ARGUMENT,
+                 "tcp: progress() needs an events array and event_stride >= "
+                 "%zu (got %p, %llu)",
+                 FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
+                 static_cast<unsigned long long>(args->event_stride));
+  }
+  if (!retired_.empty()) FreeRetired();
+  if (!delivered_messages_.empty()) delivered_messages_.clear();
+  PollSockets();
+  RunReady();
+  uint32_t n = Deliver(args);
+  args->num_events = n;
+  UpdateWakeup(n == 0);
+  return Status();
+}
+
+void Context::PollSockets() {
+  bool use_epoll = true;
+  if (config_.busy_poll && open_.size() <= kMaxSpinConns) {
+    for (Conn* c : open_) c->PrimeForBusyPoll();
+    use_epoll = open_.empty() || (poll_tick_++ % kEpollEvery) == 0;
+  }
+  if (!use_epoll) return;
+  epoll_event events[kEpollBatch];
+  int n = epoll_wait(epoll_fd_, events, kEpollBatch, 0);
+  if (n < 0) {
+    if (errno != EINTR) {
+      TCP_LOG(FERRY_LOG_ERROR, "epoll_wait failed: %s",
+              ErrnoText(errno).c_str());
+    }
+    return;
+  }
+  // Handlers never free a Pollable (frees wait for the next progress()), so
+  // every pointer in this batch stays valid.
+  for (int i = 0; i < n; ++i) {
+    auto* target = static_cast<Pollable*>(events[i].data.ptr);
+    if (target->kind() == Pollable::Kind::kWakeup) continue;
+    target->OnEpoll(events[i].events);
+  }
+}
+
+void Context::RunReady() {
+  running_.swap(ready_);
+  for (Conn* c : running_) {
+    c->scheduled = false;
+    c->Service();
+  }
+  running_.clear();
+}
+
+uint32_t Context::Deliver(ferry_progress_args_t* args) {
+  const size_t stride = static_cast<size_t>(args->event_stride);
+  const size_t size = std::min(stride, sizeof(ferry_event_t));
+  uint32_t count = 0;
+  while (count < args->max_events && !events_.Empty()) {
+    QueuedEvent& q = events_.Front();
+    if (q.suppressed) {
+      events_.Pop();
+      continue;
+    }
+    ferry_event_t ev{};
+    ev.struct_size = static_cast<uint32_t>(size);
+    ev.type = q.type;
+    ev.status = q.status;
+    ev.num_segments = q.num_segments;
+    ev.conn = q.conn != nullptr ? ToHandle(q.conn) : nullptr;
+    ev.user_data = q.user_data;
+    ev.conn_user_data = q.conn != nullptr ? q.conn->user_data() : nullptr;
+    if (!q.message.empty()) {
+      delivered_messages_.push_back(std::move(q.message));
+      ev.message = delivered_messages_.back().c_str();
+    } else {
+      ev.message = "";
+    }
+    ev.msg_id = q.msg_id;
+    ev.header = q.header;
+    ev.header_len = q.header_len;
+    ev.segments = q.segments;
+    ev.segment_stride =
+        q.type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
+    std::memcpy(static_cast<char*>(static_cast<void*>(args->events)) +
+                    stride * count,
+                &ev, size);
+    Conn* conn = q.conn;
+    int32_t type = q.type;
+    events_.Pop();
+    ++count;
+    // Hooks run after the event left the queue (they may schedule work).
+    if (type == FERRY_EV_ACCEPTED) {
+      conn->OnAcceptDelivered();
+    } else if (type == FERRY_EV_ARRIVAL) {
+      conn->OnArrivalDelivered();
+    } else if (type == FERRY_EV_CLOSED) {
+      // The handle is invalid for the host from now on; free it at the
+      // start of the next progress(), after the host is done with this batch.
+      conns_.erase(conn);
+      retired_.push_back(conn);
+    }
+  }
+  return count;
+}
+
+void Context::UpdateWakeup(bool progress_was_idle) {
+  if (config_.busy_poll) return;  // signalled for good (see context.h)
+  bool work = !events_.Empty() || !ready_.empty();
+  if (work && !wakeup_signalled_) {
+    uint64_t one = 1;
+    if (write(wakeup_fd_, &one, sizeof one) == sizeof one) {
+      wakeup_signalled_ = true;
+    }
+  } else if (!work && wakeup_signalled_ && progress_was_idle) {
+    // Cleared only by a progress() that found nothing: a host that keeps
+    // calling progress() while busy never pays for the read.
+    uint64_t value;
+    if (read(wakeup_fd_, &value, sizeof value) == sizeof value ||
+        errno == EAGAIN) {
+      wakeup_signalled_ = false;
+    }
+  }
+}
+
+void Context::FreeRetired() {
+  for (Conn* c : retired_) {
+    if (c->scheduled) ready_.erase(std::remove(ready_.begin(), ready_.end(), c),
+                                   ready_.end());
+    delete c;
+  }
+  retired_.clear();
+}
+
+// --- listeners and connections ----------------------------------------------
+
+Status Context::Listen(const char* address, void* user_data, Listener** out) {
+  std::string text = address != nullptr ? address : "";
+  if (text.empty()) {
+    text = BracketHost(config_.listen_host);
+  } else if (text[0] == ':') {
+    text = BracketHost(config_.listen_host) + text;
+  }
+  SocketAddress addr;
+  Status st = ParseAddress(text, &addr);
+  if (!st.ok()) return st;
+  int fd = OpenStreamSocket(addr.family(), &st);
+  if (fd < 0) return st;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (addr.family() == AF_INET6 && addr.IsWildcard()) {
+    int zero = 0;  // "[::]" accepts IPv4 too
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  }
+  if (bind(fd, addr.get(), addr.length) != 0 || listen(fd, SOMAXCONN) != 0) {
+    int e = errno;
+    CloseFd(fd);
+    return Error(StatusForSetupErrno(e), "tcp: cannot listen on %s: %s",
+                 addr.ToString().c_str(), ErrnoText(e).c_str());
+  }
+  SocketAddress bound;
+  st = SocketName(fd, /*peer=*/false, &bound);
+  if (!st.ok()) {
+    CloseFd(fd);
+    return st;
+  }
+  auto listener = std::make_unique<Listener>(
+      this, fd, AdvertisedAddress(bound, config_.advertise_host), user_data);
+  if (!Register(fd, kListenerEvents, listener.get(), &st)) return st;
+  TCP_LOG(FERRY_LOG_INFO, "listening on %s (bound to %s)",
+          listener->address().c_str(), bound.ToString().c_str());
+  listeners_.insert(listener.get());
+  *out = listener.release();
+  return Status();
+}
+
+void Context::CloseListener(Listener* listener) {
+  listeners_.erase(listener);
+  delete listener;
+}
+
+Status Context::Connect(const char* address, void* user_data, Conn** out) {
+  std::string text = address != nullptr ? address : "";
+  SocketAddress addr;
+  Status st = ParseAddress(text, &addr);
+  if (!st.ok()) return st;
+  if (addr.port() == 0) {
+    return Error(FERRY_INVALID_ARGUMENT,
+                 "tcp: cannot connect to '%s': no port (write host:port, as "
+                 "listener_address() reports it)",
+                 text.c_str());
+  }
+  int fd = OpenStreamSocket(addr.family(), &st);
+  if (fd < 0) return st;
+  ConfigureStreamSocket(fd, config_);
+  int err = ::connect(fd, addr.get(), addr.length) == 0 ? 0 : errno;
+  auto conn = std::make_unique<Conn>(this, fd, Conn::State::kConnecting,
+                                     addr.ToString(), user_data,
+                                     /*accepted=*/false);
+  bool in_flight = err == 0 || err == EINPROGRESS || err == EINTR;
+  // Registered only now: an unconnected socket polls as EPOLLHUP. Once
+  // connected (at once on loopback, or later) EPOLLOUT reports it.
+  if (in_flight && !Register(fd, kConnEvents, conn.get(), &st)) return st;
+  Conn* c = conn.release();
+  conns_.insert(c);
+  if (!in_flight) c->FailConnect(err);  // reported through FERRY_EV_CONNECTED
+  *out = c;
+  return Status();
+}
+
+void Context::Accept(int fd, void* listener_user_data) {
+  ConfigureStreamSocket(fd, config_);
+  SocketAddress peer;
+  std::string peer_text =
+      SocketName(fd, /*peer=*/true, &peer).ok() ? peer.ToString() : "<peer>";
+  auto conn = std::make_unique<Conn>(this, fd, Conn::State::kOpen,
+                                     std::move(peer_text), nullptr,
+                                     /*accepted=*/true);
+  Status st;
+  if (!Register(fd, kConnEvents, conn.get(), &st)) {
+    TCP_LOG(FERRY_LOG_WARN, "dropping an accepted connection: %s",
+            st.message.c_str());
+    return;
+  }
+  Conn* c = conn.release();
+  conns_.insert(c);
+  AddOpen(c);
+  Emit(FERRY_EV_ACCEPTED, c, listener_user_data);
+  c->StartStream();
+}
+
+// --- helpers for connections -----------------------------------------------
+
+void Context::EmitError(int32_t type, Conn* conn, void* user_data,
+                        ferry_status_t status, std::string message) {
+  QueuedEvent& e = Emit(type, conn, user_data);
+  e.status = status;
+  e.message = message.empty() ? std::string("tcp: operation failed")
+                              : std::move(message);
+}
+
+void Context::Schedule(Conn* conn) {
+  if (conn->scheduled) return;
+  conn->scheduled = true;
+  ready_.push_back(conn);
+}
+
+void Context::AddOpen(Conn* conn) {
+  if (conn->open_index != SIZE_MAX) return;
+  conn->open_index = open_.size();
+  open_.push_back(conn);
+}
+
+void Context::RemoveOpen(Conn* conn) {
+  size_t i = conn->open_index;
+  if (i == SIZE_MAX) return;
+  open_[i] = open_.back();
+  open_[i]->open_index = i;
+  open_.pop_back();
+  conn->open_index = SIZE_MAX;
+}
+
+void Context::SuppressArrivals(Conn* conn) {
+  events_.ForEachQueued([conn](QueuedEvent& e) {
+    if (e.conn == conn && e.type == FERRY_EV_ARRIVAL) e.suppressed = true;
+  });
+}
+
+SendOp* Context::NewHelloOp() {
+  SendOp* op = send_ops_.Get();
+  op->internal = true;
+  op->iov.push_back(iovec{hello_, wire::kHelloSize});
+  return op;
+}
+
+bool Context::Register(int fd, uint32_t events, Pollable* target,
+                       Status* err) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = target;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0) return true;
+  int e = errno;
+  *err = Error(StatusForSetupErrno(e), "tcp: epoll_ctl(ADD) failed: %s",
+               ErrnoText(e).c_str());
+  return false;
+}
+
+void Context::Unregister(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+}
+
+}  // namespace ferry_tcp

@@ -1,0 +1,134 @@
+// One tcp context (one init()): an epoll set that is also the host's wakeup
+// fd, an eventfd for work queued outside progress(), the event queue, every
+// listener and connection, and the lock that guards them all.
+//
+// Why one lock per context rather than per connection: progress() touches
+// every connection (epoll results, the ready list, event delivery) and every
+// connection pushes into the shared event queue; per-connection locks would
+// need a lock order between connection and context that host calls from
+// several threads (send here, close there, progress elsewhere) keep
+// threatening to invert. Everything done under the lock is a non-blocking
+// syscall or a memcpy, so it is held for microseconds, and the common case
+// (one thread driving a context) pays one uncontended lock per call.
+//
+// Wakeup: the host sleeps on the epoll fd. Sockets are registered
+// edge-triggered, so a connection whose reading is paused (an arrival
+// waiting for its answer) does not keep waking the host. Work that no socket
+// will announce (a send that completed inside send(), a buffered message
+// after discard()) is announced by the eventfd, which is registered
+// level-triggered and written only when it is not already signalled. In
+// busy-poll mode the eventfd stays signalled for good: the host spins anyway,
+// and the hot path then needs no wakeup syscall at all.
+#pragma once
+
+#include "config.h"
+#include "event_queue.h"
+#include "frame_parser.h"
+#include "pollable.h"
+#include "send_op.h"
+#include "status.h"
+
+#include <ferry/transport.h>
+
+#include <sys/uio.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace ferry_tcp {
+
+class Conn;
+class Listener;
+
+class Context {
+ public:
+  static Status Create(uint32_t flags, const char* instance,
+                       std::unique_ptr<Context>* out);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  std::mutex& mutex() { return mu_; }
+
+  // --- host calls (caller holds mutex()) ---------------------------------
+  void Query(ferry_context_info_t* info) const;
+  Status Progress(ferry_progress_args_t* args);
+  Status Listen(const char* address, void* user_data, Listener** out);
+  void CloseListener(Listener* listener);
+  Status Connect(const char* address, void* user_data, Conn** out);
+  // After any host call that may have queued events or work: keeps the
+  // wakeup fd readable while progress() has something to do.
+  void AfterHostCall() { UpdateWakeup(false); }
+
+  // --- for connections and listeners -------------------------------------
+  const Config& config() const { return config_; }
+  const ReceiveLimits& receive_limits() const { return limits_; }
+  QueuedEvent& Emit(int32_t type, Conn* conn, void* user_data) {
+    return events_.Push(type, conn, user_data);
+  }
+  void EmitError(int32_t type, Conn* conn, void* user_data,
+                 ferry_status_t status, std::string message);
+  void Schedule(Conn* conn);
+  void AddOpen(Conn* conn);
+  void RemoveOpen(Conn* conn);
+  void SuppressArrivals(Conn* conn);
+  void Accept(int fd, void* listener_user_data);
+  void Unregister(int fd);
+  SendOpPool& send_ops() { return send_ops_; }
+  SendOp* NewHelloOp();
+  iovec* iov_scratch() { return iov_scratch_.data(); }
+  size_t iov_scratch_size() const { return iov_scratch_.size(); }
+  char* drop_scratch() { return drop_scratch_.get(); }
+  static constexpr size_t kDropScratchSize = 64 * 1024;
+
+ private:
+  explicit Context(Config config);
+  Status Init(const char* instance);
+  bool Register(int fd, uint32_t events, Pollable* target, Status* err);
+  void PollSockets();
+  void RunReady();
+  uint32_t Deliver(ferry_progress_args_t* args);
+  void UpdateWakeup(bool progress_was_idle);
+  void FreeRetired();
+
+  class WakeupTag final : public Pollable {
+   public:
+    WakeupTag() : Pollable(Kind::kWakeup) {}
+    void OnEpoll(uint32_t) override {}
+  };
+
+  std::mutex mu_;
+  const Config config_;
+  ReceiveLimits limits_;
+  std::string instance_;
+  std::string description_;
+  char hello_[64];  // this side's encoded hello, the same for every conn
+
+  int epoll_fd_ = -1;
+  int wakeup_fd_ = -1;  // eventfd inside the epoll set
+  bool wakeup_signalled_ = false;
+  WakeupTag wakeup_tag_;
+  uint32_t poll_tick_ = 0;
+
+  EventQueue events_;
+  // Messages of the events returned by the last progress(): they must live
+  // until the next one. A deque keeps each string where it is.
+  std::deque<std::string> delivered_messages_;
+
+  std::unordered_set<Conn*> conns_;
+  std::unordered_set<Listener*> listeners_;
+  std::vector<Conn*> ready_;    // connections with work for Service()
+  std::vector<Conn*> running_;  // ready_ being serviced (swapped)
+  std::vector<Conn*> open_;     // established, socket still open
+  std::vector<Conn*> retired_;  // FERRY_EV_CLOSED returned: free next time
+
+  SendOpPool send_ops_;
+  std::vector<iovec> iov_scratch_;
+  std::unique_ptr<char[]> drop_scratch_;
+};
+
+}  // namespace ferry_tcp

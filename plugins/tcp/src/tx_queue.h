@@ -1,0 +1,96 @@
+// A connection's outgoing frames in order, written with sendmsg() (not
+// writev: MSG_NOSIGNAL keeps a dead peer from raising SIGPIPE). One call
+// gathers as many queued frames as fit in IOV_MAX pieces, so a burst of small
+// sends after back-pressure costs one syscall, not one per message.
+#pragma once
+
+#include "send_op.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstddef>
+
+namespace ferry_tcp {
+
+class TxQueue {
+ public:
+  bool Empty() const { return head_ == nullptr; }
+  size_t size() const { return size_; }
+
+  void PushBack(SendOp* op);
+  void PushFront(SendOp* op);
+  SendOp* PopFront();
+
+  struct FlushResult {
+    bool blocked = false;  // the socket buffer is full: wait for EPOLLOUT
+    int error = 0;         // errno of a failed sendmsg (the stream is dead)
+  };
+
+  // Writes as much as the socket takes. Each fully written op is popped and
+  // passed to on_written(op), which owns it from then on.
+  template <typename OnWritten>
+  FlushResult Flush(int fd, iovec* scratch, size_t max_iov,
+                    OnWritten&& on_written) {
+    FlushResult result;
+    while (head_ != nullptr) {
+      size_t count = 0;
+      size_t want = 0;
+      for (SendOp* op = head_; op != nullptr && count < max_iov; op = op->next) {
+        for (size_t i = op->iov_pos; i < op->iov.size() && count < max_iov; ++i) {
+          scratch[count++] = op->iov[i];
+          want += op->iov[i].iov_len;
+        }
+      }
+      msghdr msg{};
+      msg.msg_iov = scratch;
+      msg.msg_iovlen = count;
+      ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          result.blocked = true;
+        } else {
+          result.error = errno;
+        }
+        return result;
+      }
+      Advance(static_cast<size_t>(n), on_written);
+      if (static_cast<size_t>(n) < want) {
+        // A short write means the buffer filled up (the kernel then reports
+        // EPOLLOUT when space frees), so stop instead of trying again.
+        result.blocked = true;
+        return result;
+      }
+    }
+    return result;
+  }
+
+ private:
+  template <typename OnWritten>
+  void Advance(size_t n, OnWritten& on_written) {
+    while (head_ != nullptr) {
+      SendOp* op = head_;
+      while (n > 0 && !op->Written()) {
+        iovec& v = op->iov[op->iov_pos];
+        if (n >= v.iov_len) {
+          n -= v.iov_len;
+          ++op->iov_pos;
+        } else {
+          v.iov_base = static_cast<char*>(v.iov_base) + n;
+          v.iov_len -= n;
+          n = 0;
+        }
+      }
+      if (!op->Written()) return;
+      on_written(PopFront());
+    }
+  }
+
+  SendOp* head_ = nullptr;
+  SendOp* tail_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace ferry_tcp
