@@ -312,7 +312,9 @@ StatusOr<std::shared_ptr<const Plugin>> PluginLoader::LoadFile(
                   why.str());
   }
   if (args.name == nullptr || args.name[0] == '\0') {
-    return refuse(FERRY_INVALID_ARGUMENT, "its negotiation returned no name");
+    return refuse(FERRY_INVALID_ARGUMENT,
+                  "its negotiation returned no name; fix the plugin to return "
+                  "its name (ferry_plugin_negotiate does)");
   }
   if (args.chosen_minor < options_.abi_minor_min ||
       args.chosen_minor > options_.abi_minor_max) {
@@ -320,10 +322,14 @@ StatusOr<std::shared_ptr<const Plugin>> PluginLoader::LoadFile(
                   who + " chose ABI minor " + std::to_string(args.chosen_minor) +
                       ", outside the host's offer " +
                       std::to_string(options_.abi_minor_min) + "-" +
-                      std::to_string(options_.abi_minor_max));
+                      std::to_string(options_.abi_minor_max) +
+                      "; fix the plugin's negotiation to choose a minor inside "
+                      "the offered range (ferry_plugin_negotiate does)");
   }
   if (args.vtable == nullptr) {
-    return refuse(FERRY_INVALID_ARGUMENT, who + " returned a NULL vtable");
+    return refuse(FERRY_INVALID_ARGUMENT,
+                  who + " returned a NULL vtable; fix the plugin to return its "
+                        "static ferry_transport_vtable_t on success");
   }
   if (args.vtable->struct_size < sizeof(uint32_t) * 2) {
     return refuse(FERRY_INVALID_ARGUMENT,
