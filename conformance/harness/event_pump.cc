@@ -251,7 +251,7 @@ void EventPump::Check(Event* e) {
     }
     ConnState fresh;
     fresh.transport = e->transport;
-    fresh.user_data_given.insert(nullptr);
+    fresh.announced = true;
     conns_[e->conn] = fresh;
     if (e->status != FERRY_OK) {
       ADD_FAILURE() << "INV-6: ACCEPTED with status " << StatusText(e->status);
@@ -270,10 +270,11 @@ void EventPump::Check(Event* e) {
                   << " came after FERRY_EV_CLOSED for the same connection";
     return;
   }
-  if (c.user_data_given.count(e->conn_user_data) == 0) {
+  if (e->conn_user_data != c.user_data) {
     ADD_FAILURE() << "INV-6: event " << what << " carries conn_user_data "
-                  << e->conn_user_data
-                  << ", a value the host never gave this connection";
+                  << e->conn_user_data << "; the value set for the connection is "
+                  << c.user_data
+                  << " (connect()'s user_data, or the last set_conn_user_data())";
   }
   switch (e->type) {
     case FERRY_EV_CONN_BROKEN:
@@ -308,7 +309,18 @@ void EventPump::Check(Event* e) {
       handlers_.erase(e->conn);
       break;
     }
+    case FERRY_EV_CONNECTED:
+      c.announced = true;
+      break;
     case FERRY_EV_ARRIVAL:
+      if (!c.announced) {
+        ADD_FAILURE() << "INV-7: ARRIVAL on conn " << e->conn
+                      << " before its CONNECTED was returned";
+      }
+      if (c.close_called) {
+        ADD_FAILURE() << "INV-7: ARRIVAL on conn " << e->conn
+                      << " after the host's close(): it must be dropped";
+      }
       if (!c.unanswered.insert(e->msg_id).second) {
         ADD_FAILURE() << "INV-7: msg_id " << e->msg_id
                       << " reused while an arrival with that id is unanswered";
@@ -361,6 +373,16 @@ size_t EventPump::PollOnce() {
     for (Event& e : batch) Dispatch(std::move(e));
   }
   return total;
+}
+
+size_t EventPump::PollTransport(Transport* transport, uint32_t max_events) {
+  const uint32_t saved = max_events_;
+  max_events_ = max_events;
+  std::vector<Event> batch;
+  size_t n = Progress(transport, &batch);
+  max_events_ = saved;
+  for (Event& e : batch) Dispatch(std::move(e));
+  return n;
 }
 
 bool EventPump::WaitForWork() {
@@ -419,14 +441,14 @@ void EventPump::NoteConnect(Transport* transport, ferry_conn_t* conn,
   }
   ConnState fresh;
   fresh.transport = transport;
-  fresh.user_data_given.insert(user_data);
+  fresh.user_data = user_data;
   conns_[conn] = fresh;
 }
 
 void EventPump::NoteConnUserData(ferry_conn_t* conn, void* user_data) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = conns_.find(conn);
-  if (it != conns_.end()) it->second.user_data_given.insert(user_data);
+  if (it != conns_.end()) it->second.user_data = user_data;
 }
 
 void EventPump::NoteClose(ferry_conn_t* conn) {

@@ -10,8 +10,10 @@
 //             host's close(), once, last, and only when every operation on
 //             the connection has completed;
 //   INV-6     event fields are sane (known type, struct_size within the
-//             stride, conn set, conn_user_data is a value the host gave);
-//   INV-7     arrivals: msg_id unique while unanswered, descriptors present.
+//             stride, conn set, conn_user_data is the value the host set
+//             last);
+//   INV-7     arrivals: only between CONNECTED/ACCEPTED and close(), msg_id
+//             unique while unanswered, descriptors present.
 //
 // Arrivals go to a per-connection handler when one is set (the Inbox), other
 // non-completion events are queued for the test to Take().
@@ -77,6 +79,8 @@ class EventPump {
   // One progress() on every context; returns the number of events.
   // Called by one thread at a time.
   size_t PollOnce();
+  // One progress() on `transport` alone, returning at most `max_events`.
+  size_t PollTransport(Transport* transport, uint32_t max_events);
   // Progresses until done() or the timeout; on timeout adds a failure that
   // names `what`, the pending operations and the last events, and returns
   // false.
@@ -119,7 +123,8 @@ class EventPump {
  private:
   struct ConnState {
     Transport* transport = nullptr;
-    std::set<void*> user_data_given;  // every conn_user_data the host set
+    void* user_data = nullptr;  // what conn_user_data must be right now
+    bool announced = false;     // its CONNECTED / ACCEPTED was returned
     bool close_called = false;
     bool closed = false;
     int broken = 0;

@@ -35,6 +35,9 @@ TEST_P(AbiTest, InitAndQueryAcceptLargerStructs) {
   EXPECT_EQ(StatusText(rc), StatusText(FERRY_OK)) << "query() with a larger ferry_context_info_t";
   EXPECT_EQ(big.TailDamage(), -1)
       << "query() wrote beyond the ferry_context_info_t it knows";
+  EXPECT_GT(big->struct_size, 0u);
+  EXPECT_LE(big->struct_size, sizeof(ferry_context_info_t))
+      << "query() must set struct_size to the smaller of both sizes (its own here)";
   const ferry_context_info_t& ref = a()->info();
   EXPECT_EQ(big->max_header_size, ref.max_header_size);
   EXPECT_EQ(big->max_message_size, ref.max_message_size);
@@ -54,6 +57,8 @@ TEST_P(AbiTest, InitAndQueryAcceptLargerStructs) {
   EXPECT_EQ(off, -1) << "query() wrote byte " << off + static_cast<int64_t>(size)
                      << " of an info struct whose struct_size is " << size;
   EXPECT_EQ(small->max_message_size, ref.max_message_size);
+  EXPECT_EQ(small->struct_size, size)
+      << "query() must set struct_size to the smaller of both sizes (the host's here)";
   vt()->fini(ctx);
 }
 

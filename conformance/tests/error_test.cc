@@ -100,12 +100,15 @@ TEST_P(ErrorTest, FailingCallsFillErrorBuffer) {
   // within its capacity and nothing past it.
   auto check = [&](const std::string& what,
                    const std::function<ferry_status_t(ferry_error_buf_t*)>& call,
-                   bool must_fail) {
+                   bool must_fail, ferry_status_t expected = FERRY_OK) {
     ErrBuf big(256);
     ferry_status_t rc = call(big.get());
     if (rc == FERRY_OK) {
       EXPECT_FALSE(must_fail) << what << " succeeded";
       return;
+    }
+    if (expected != FERRY_OK) {
+      EXPECT_EQ(StatusText(rc), StatusText(expected)) << what;
     }
     ++checked;
     EXPECT_FALSE(big.text().empty())
@@ -138,7 +141,7 @@ TEST_P(ErrorTest, FailingCallsFillErrorBuffer) {
       ferry_status_t rc = vt()->send(link.client, &args, err);
       rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
       return rc;
-    }, true);
+    }, true, FERRY_RESOURCE_EXHAUSTED);
   }
   std::vector<unsigned char> header(a()->info().max_header_size + 1u, 0x33);
   check("send() with a header of max_header_size + 1 bytes", [&](ferry_error_buf_t* err) {
@@ -152,7 +155,7 @@ TEST_P(ErrorTest, FailingCallsFillErrorBuffer) {
     ferry_status_t rc = vt()->send(link.client, &args, err);
     rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
     return rc;
-  }, true);
+  }, true, FERRY_RESOURCE_EXHAUSTED);
   check("place() with a msg_id never delivered", [&](ferry_error_buf_t* err) {
     ferry_place_args_t args{};
     args.struct_size = FERRY_PLACE_ARGS_STRUCT_SIZE;
@@ -163,7 +166,7 @@ TEST_P(ErrorTest, FailingCallsFillErrorBuffer) {
     ferry_status_t rc = vt()->place(link.server, &args, err);
     rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
     return rc;
-  }, true);
+  }, true, FERRY_INVALID_ARGUMENT);
   check("discard() with a msg_id never delivered", [&](ferry_error_buf_t* err) {
     return vt()->discard(link.server, 0xDEADBEEF12345ULL, err);
   }, true);
@@ -204,7 +207,7 @@ TEST_P(ErrorTest, FailingCallsFillErrorBuffer) {
     ferry_status_t rc = vt()->send(link.client, &args, err);
     rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
     return rc;
-  }, true);
+  }, true, FERRY_FAILED_PRECONDITION);
   RecordProperty("failing_calls_checked", std::to_string(checked));
   EXPECT_TRUE(WaitClosed(link.client));
 }

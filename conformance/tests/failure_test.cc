@@ -35,16 +35,15 @@ class FailureTest : public ConformanceTest {
         << "a dead peer must be reported as FERRY_PEER_GONE";
     RecordProperty("detection_ms", std::to_string(ElapsedMs(since)));
   }
-  // A send on a broken connection is refused at once, with a message, and
-  // posts nothing.
+  // A send on a broken connection is refused at once with the break's
+  // status (never UNAVAILABLE: retrying cannot help), a message, and posts
+  // nothing.
   void ExpectSendRefused(ferry_conn_t* conn) {
     OutMessage* m = NewMessage(2999, 8, {8});
     void* c = nullptr;
     Status s = TrySend(conn, *m, &c);
-    EXPECT_FALSE(s.ok()) << "send() on a broken connection was accepted";
-    EXPECT_NE(StatusText(s.code()), StatusText(FERRY_UNAVAILABLE))
-        << "send() on a broken connection must fail for good (PEER_GONE / "
-           "FAILED_PRECONDITION), not ask to be retried";
+    EXPECT_EQ(StatusText(s.code()), StatusText(pump().BrokenStatus(conn)))
+        << "send() on a broken connection must answer with the break's status";
     EXPECT_FALSE(s.message().empty());
   }
 };
@@ -181,7 +180,11 @@ TEST_P(FailureTest, ConnectFailureFailsQueuedSends) {
     }
     GTEST_FAIL() << "connect() to the address of a closed listener completed OK";
   }
-  EXPECT_FALSE(tracker().MessageOf(cc).empty());
+  EXPECT_EQ(StatusText(tracker().StatusOf(cc)), StatusText(FERRY_UNAVAILABLE))
+      << "nothing listens at the address: CONNECTED must say UNAVAILABLE";
+  EXPECT_NE(tracker().MessageOf(cc).find(address), std::string::npos)
+      << "the message must name the address (" << address << "): "
+      << tracker().MessageOf(cc);
   ASSERT_TRUE(pump().RunUntil(
       [&] {
         for (void* c : sends) {

@@ -756,10 +756,14 @@ static ferry_status_t uds_send(ferry_conn_t* c, const ferry_send_args_t* a,
   if (a->header_len > UDS_MAX_HEADER) {
     ferry_error_printf(err, "uds: header of %llu bytes exceeds max_header_size %u",
                        (unsigned long long)a->header_len, UDS_MAX_HEADER);
-    return FERRY_INVALID_ARGUMENT;
+    return FERRY_RESOURCE_EXHAUSTED;
   }
-  if (a->num_segments > UDS_MAX_SEGMENTS ||
-      (a->num_segments > 0 && (a->segments == NULL ||
+  if (a->num_segments > UDS_MAX_SEGMENTS) {
+    ferry_error_printf(err, "uds: %u segments exceed max_segments %u",
+                       (unsigned)a->num_segments, UDS_MAX_SEGMENTS);
+    return FERRY_RESOURCE_EXHAUSTED;
+  }
+  if ((a->num_segments > 0 && (a->segments == NULL ||
                                a->segment_stride < FERRY_STRUCT_SIZE(ferry_segment_t, length)))) {
     ferry_error_printf(err, "uds: %u segments (at most %u, strided by at least %u bytes)",
                        (unsigned)a->num_segments, UDS_MAX_SEGMENTS,

@@ -185,12 +185,16 @@ typedef struct ferry_error_buf {
 /* ------------------------------------------------------------------------ */
 
 /* wakeup_fd is a pollable fd: readable (level-triggered) whenever progress()
- * has events to return or work to do. Without it the host polls progress()
+ * has events to return or work to do, and not readable once progress() has
+ * returned everything and nothing new happened (so the host can sleep on it;
+ * in busy-poll mode a plugin may keep it readable, since the host spins). Without it the host polls progress()
  * with back-off (libfabric's shm provider has no wait object). */
 #define FERRY_CAP_WAKEUP_FD ((uint64_t)1 << 0)
 /* The plugin detects a peer's death by itself (EOF, reset, completion error)
- * and fails every pending operation with FERRY_PEER_GONE. Without it, only
- * the core's heartbeats notice a dead peer. */
+ * and fails every pending operation with FERRY_PEER_GONE. While the host
+ * holds an arrival unanswered, a stream plugin may report the death only
+ * once the arrival is answered. Without this capability, only the core's
+ * heartbeats notice a dead peer. */
 #define FERRY_CAP_DETECTS_PEER_DEATH ((uint64_t)1 << 1)
 /* Messages on one connection arrive in the order they were sent. */
 #define FERRY_CAP_ORDERED ((uint64_t)1 << 2)
@@ -330,11 +334,13 @@ typedef struct ferry_event {
 
 typedef struct ferry_progress_args {
   uint32_t struct_size;
-  uint32_t max_events;   /* capacity of `events` */
+  uint32_t max_events;   /* capacity of `events`; 0 is allowed (progress
+                            is made, no event is returned) */
   ferry_event_t* events; /* out: borrowed for the call, host-owned array */
   uint64_t event_stride; /* bytes between events: the host's sizeof. The
                             plugin writes min(stride, its own size) bytes of
-                            each event and sets each event's struct_size. */
+                            each event and sets each event's struct_size to
+                            that same smaller size. */
   uint32_t num_events;   /* out: events written */
   uint32_t reserved;
 } ferry_progress_args_t;
@@ -399,7 +405,8 @@ typedef struct ferry_place_dest {
   uint32_t struct_size;
   uint32_t reserved;
   /* Borrowed until FERRY_EV_PLACE_DONE. NULL drops this segment's bytes.
-   * Ignored for segments that arrived inline (the host copies those). */
+   * For segments that arrived inline, data and capacity are ignored (the
+   * host copies those itself). */
   void* data;
   uint64_t capacity;     /* must be >= the segment's length */
   ferry_device_t device;
@@ -506,7 +513,7 @@ typedef struct ferry_transport_vtable {
    * are unaffected, and its header and inline data become invalid. Not an
    * operation: produces no event. Also how the host releases an all-inline
    * arrival it has finished reading. Succeeds for any held arrival, also on
-   * a broken connection. */
+   * a broken connection; an unknown msg_id is FERRY_INVALID_ARGUMENT. */
   ferry_status_t (*discard)(ferry_conn_t* conn, uint64_t msg_id,
                             ferry_error_buf_t* err);
   /* Starts closing: pending operations complete with FERRY_CANCELLED (or the

@@ -105,12 +105,14 @@ void Conn::Close() {
   }
   State before = state_;
   state_ = State::kClosed;
+  std::string cancelled = Format(
+      "tcp: connect to %s cancelled: the host closed the connection",
+      peer_.c_str());
+  // A CONNECTED still queued becomes CANCELLED, arrivals still queued go.
+  ctx_->RecallForClose(this, cancelled);
   if (before == State::kConnecting) {
     ctx_->EmitError(FERRY_EV_CONNECTED, this, connect_user_data_,
-                    FERRY_CANCELLED,
-                    Format("tcp: connect to %s cancelled: the host closed the "
-                           "connection",
-                           peer_.c_str()));
+                    FERRY_CANCELLED, cancelled);
   }
   FailAllSends(FERRY_CANCELLED,
                Format("tcp: send cancelled: the host closed the connection "
@@ -122,9 +124,6 @@ void Conn::Close() {
                     Format("tcp: place cancelled: the host closed the "
                            "connection to %s",
                            peer_.c_str()));
-  }
-  if (rx_state_ == RxState::kHeld && !arrival_delivered_) {
-    ctx_->SuppressArrivals(this);
   }
   rx_state_ = RxState::kDead;
   placement_.Clear();
@@ -310,9 +309,11 @@ Status Conn::UnusableError(const char* what) const {
                  "tcp: %s a connection to %s that the host already closed",
                  what, peer_.c_str());
   }
-  ferry_status_t code = broken_status_ == FERRY_PEER_GONE
-                            ? FERRY_PEER_GONE
-                            : FERRY_FAILED_PRECONDITION;
+  // The break's own status, except UNAVAILABLE (a failed connect): from a
+  // post that would mean "back-pressure, retry", and retrying cannot help.
+  ferry_status_t code = broken_status_ == FERRY_UNAVAILABLE
+                            ? FERRY_FAILED_PRECONDITION
+                            : broken_status_;
   return Error(code, "tcp: %s a broken connection: %s", what,
                broken_message_.c_str());
 }

@@ -74,7 +74,6 @@ class Conn final : public Pollable {
   // A connect() that failed before it was even in flight.
   void FailConnect(int err);
   void OnAcceptDelivered();
-  void OnArrivalDelivered() { arrival_delivered_ = true; }
 
   // Context bookkeeping (owned by Context).
   bool scheduled = false;
@@ -136,7 +135,6 @@ class Conn final : public Pollable {
   std::vector<ferry_arrival_segment_t> arrival_segments_;
   uint64_t arrival_id_ = 0;
   uint64_t next_msg_id_ = 1;
-  bool arrival_delivered_ = false;
   Placement placement_;
   bool placing_for_host_ = false;  // place() (emits PLACE_DONE), not discard()
   void* place_user_data_ = nullptr;

@@ -160,6 +160,10 @@ bool Conn::ParseHelloFromBuffer(size_t* need) {
 }
 
 bool Conn::ParseMessageFromBuffer(size_t* need) {
+  if (rx_.size() < wire::kPrefixSize) {  // the idle busy-poll path: no parse
+    *need = wire::kPrefixSize;
+    return false;
+  }
   Status error;
   switch (ParseMessage(rx_.data(), rx_.size(), ctx_->receive_limits(),
                        &arrival_segments_, &arrival_, need, &error)) {
@@ -173,7 +177,6 @@ bool Conn::ParseMessageFromBuffer(size_t* need) {
       break;
   }
   arrival_id_ = next_msg_id_++;
-  arrival_delivered_ = false;
   rx_state_ = RxState::kHeld;
   QueuedEvent& e = ctx_->Emit(FERRY_EV_ARRIVAL, this, nullptr);
   e.msg_id = arrival_id_;
@@ -309,7 +312,6 @@ void Conn::NoteShortRead() {
 void Conn::ReleaseArrival() {
   rx_.Consume(arrival_.meta_bytes);
   arrival_ = ParsedMessage{};
-  arrival_delivered_ = false;
 }
 
 void Conn::ScheduleIfRxWork() {
@@ -332,12 +334,12 @@ void Conn::ScheduleIfRxWork() {
 
 Status Conn::NoArrivalError(uint64_t msg_id) const {
   if (rx_state_ == RxState::kHeld) {
-    return Error(FERRY_NOT_FOUND,
+    return Error(FERRY_INVALID_ARGUMENT,
                  "tcp: message %llu is not waiting for an answer on the "
                  "connection to %s (message %llu is)",
                  ULL(msg_id), peer_.c_str(), ULL(arrival_id_));
   }
-  return Error(FERRY_NOT_FOUND,
+  return Error(FERRY_INVALID_ARGUMENT,
                "tcp: no message is waiting for an answer on the connection "
                "to %s (message %llu was already answered, or never arrived)",
                peer_.c_str(), ULL(msg_id));

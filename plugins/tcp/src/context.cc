@@ -109,7 +109,9 @@ Context::~Context() {
 
 void Context::Query(ferry_context_info_t* info) const {
   ferry_context_info_t full{};
-  full.struct_size = info->struct_size;
+  // The smaller of both sizes: tells the host which fields were written.
+  full.struct_size = static_cast<uint32_t>(
+      std::min<size_t>(info->struct_size, sizeof full));
   full.max_header_size = config_.max_header_size;
   full.caps = FERRY_CAP_WAKEUP_FD | FERRY_CAP_DETECTS_PEER_DEATH |
               FERRY_CAP_ORDERED | FERRY_CAP_THREAD_SAFE |
@@ -222,8 +224,6 @@ uint32_t Context::Deliver(ferry_progress_args_t* args) {
     // Hooks run after the event left the queue (they may schedule work).
     if (type == FERRY_EV_ACCEPTED) {
       conn->OnAcceptDelivered();
-    } else if (type == FERRY_EV_ARRIVAL) {
-      conn->OnArrivalDelivered();
     } else if (type == FERRY_EV_CLOSED) {
       // The handle is invalid for the host from now on; free it at the
       // start of the next progress(), after the host is done with this batch.
@@ -390,9 +390,15 @@ void Context::RemoveOpen(Conn* conn) {
   conn->open_index = SIZE_MAX;
 }
 
-void Context::SuppressArrivals(Conn* conn) {
-  events_.ForEachQueued([conn](QueuedEvent& e) {
-    if (e.conn == conn && e.type == FERRY_EV_ARRIVAL) e.suppressed = true;
+void Context::RecallForClose(Conn* conn, const std::string& cancelled) {
+  events_.ForEachQueued([&](QueuedEvent& e) {
+    if (e.conn != conn) return;
+    if (e.type == FERRY_EV_ARRIVAL) {
+      e.suppressed = true;
+    } else if (e.type == FERRY_EV_CONNECTED) {
+      e.status = FERRY_CANCELLED;
+      e.message = cancelled;
+    }
   });
 }
 

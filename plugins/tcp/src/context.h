@@ -75,7 +75,10 @@ class Context {
   void Schedule(Conn* conn);
   void AddOpen(Conn* conn);
   void RemoveOpen(Conn* conn);
-  void SuppressArrivals(Conn* conn);
+  // close() on `conn`: queued arrivals the host has not seen are dropped and
+  // a CONNECTED it has not seen completes with FERRY_CANCELLED (`cancelled`
+  // is its message).
+  void RecallForClose(Conn* conn, const std::string& cancelled);
   void Accept(int fd, void* listener_user_data);
   void Unregister(int fd);
   SendOpPool& send_ops() { return send_ops_; }

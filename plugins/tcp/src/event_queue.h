@@ -27,7 +27,7 @@ struct QueuedEvent {
   uint32_t num_segments = 0;
   // Set when the host closed the connection before the event was returned:
   // it is dropped instead of delivered (only arrivals, which need an answer
-  // the host can no longer give).
+  // the host can no longer give; see Context::RecallForClose).
   bool suppressed = false;
 };
 

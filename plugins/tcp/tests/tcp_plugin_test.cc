@@ -251,7 +251,7 @@ TEST(TcpPlugin, DiscardAndNullDestinationsSkipOnlyTheirBytes) {
   Event one = server.Take(FERRY_EV_ARRIVAL);
   EXPECT_EQ(one.header, "one");
   ASSERT_TRUE(server.t().Discard(link.server, one.msg_id).ok());
-  EXPECT_EQ(server.t().Discard(link.server, one.msg_id).code(), FERRY_NOT_FOUND);
+  EXPECT_EQ(server.t().Discard(link.server, one.msg_id).code(), FERRY_INVALID_ARGUMENT);
 
   ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
   Event two = server.Take(FERRY_EV_ARRIVAL);
@@ -509,8 +509,36 @@ TEST(TcpPlugin, ConnectToAClosedPortIsUnavailable) {
   EXPECT_NE(connected.message.find(address), std::string::npos) << connected.message;
   EXPECT_EQ(client.Take(FERRY_EV_SEND_DONE).status, FERRY_UNAVAILABLE);
   EXPECT_FALSE(client.Has(FERRY_EV_CONN_BROKEN));
+  // Later sends are refused, and not with UNAVAILABLE ("retry"): retrying
+  // cannot help a connection that never connected.
+  ferry::Status st = client.t().Send(conn, SendArgs("late", {}, nullptr));
+  EXPECT_EQ(st.code(), FERRY_FAILED_PRECONDITION) << st.message();
+  EXPECT_NE(st.message().find(address), std::string::npos) << st.message();
   client.t().Close(conn);
   ASSERT_TRUE(PumpUntil({&client}, [&] { return client.Has(FERRY_EV_CLOSED); }));
+}
+
+TEST(TcpPlugin, CloseBeforeConnectedIsReturnedCancelsTheConnect) {
+  Endpoint client, server;
+  ferry_listener_t* l = nullptr;
+  std::string address = server.Listen("127.0.0.1:0", &l);
+  ferry_conn_t* conn = nullptr;
+  ASSERT_TRUE(client.t().Connect(address, Cookie(1), &conn).ok());
+  ASSERT_TRUE(client.t().Send(conn, SendArgs("x", {}, Cookie(2))).ok());
+  // Let the connect complete (on loopback it does at once) without
+  // returning any event: max_events 0.
+  for (int i = 0; i < 100; ++i) {
+    uint32_t n = 0;
+    ASSERT_TRUE(client.t().Progress(nullptr, 0, &n).ok());
+  }
+  client.t().Close(conn);
+  ASSERT_TRUE(PumpUntil({&client}, [&] { return client.Has(FERRY_EV_CLOSED); }));
+  Event connected = client.Take(FERRY_EV_CONNECTED, conn);
+  EXPECT_EQ(connected.status, FERRY_CANCELLED) << connected.message;
+  EXPECT_EQ(connected.user_data, Cookie(1));
+  EXPECT_EQ(client.events().back().type, FERRY_EV_CLOSED) << "CLOSED comes last";
+  EXPECT_EQ(client.Count(FERRY_EV_SEND_DONE), 1u);
+  server.t().CloseListener(l);
 }
 
 TEST(TcpPlugin, CloseCancelsSendsStuckBehindBackPressure) {
@@ -595,8 +623,8 @@ TEST(TcpPlugin, BadPlacesAreRefusedAndTheArrivalStaysAnswerable) {
 
   std::vector<ferry_place_dest_t> ok = {Dest(landing.data(), landing.size())};
   st = server.t().Place(link.server, PlaceArgs(in.msg_id + 1, ok, nullptr));
-  EXPECT_EQ(st.code(), FERRY_NOT_FOUND) << st.message();
-  EXPECT_EQ(server.t().Discard(link.server, in.msg_id + 1).code(), FERRY_NOT_FOUND);
+  EXPECT_EQ(st.code(), FERRY_INVALID_ARGUMENT) << st.message();
+  EXPECT_EQ(server.t().Discard(link.server, in.msg_id + 1).code(), FERRY_INVALID_ARGUMENT);
   std::vector<ferry_place_dest_t> two = {ok[0], ok[0]};
   EXPECT_EQ(server.t().Place(link.server, PlaceArgs(in.msg_id, two, nullptr)).code(),
             FERRY_INVALID_ARGUMENT);
@@ -607,7 +635,7 @@ TEST(TcpPlugin, BadPlacesAreRefusedAndTheArrivalStaysAnswerable) {
 
   ASSERT_TRUE(server.t().Place(link.server, PlaceArgs(in.msg_id, ok, Cookie(4))).ok());
   EXPECT_EQ(server.t().Place(link.server, PlaceArgs(in.msg_id, ok, nullptr)).code(),
-            FERRY_NOT_FOUND) << "answered twice";
+            FERRY_INVALID_ARGUMENT) << "answered twice";
   ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_PLACE_DONE); }));
   EXPECT_EQ(server.Count(FERRY_EV_PLACE_DONE), 1u);
   EXPECT_EQ(landing, big);
