@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev        # JSON reports (ferry info, conformance, bench)
   libgtest-dev libgmock-dev # conformance suite and unit tests
   libbenchmark-dev
+  libfabric-dev libfabric-bin # fabric plugin (skipped without it) and fi_pingpong
   binutils                  # nm, to check plugins export one symbol
   iproute2 procps           # ip netns, ps/kill in process tests
 )

@@ -1,0 +1,120 @@
+// The ferry side of the benchmark: the same ping-pong as the raw floor, over
+// a plugin loaded by the production loader and driven through
+// ferry::Transport exactly the way the core drives it:
+//  - one small header (16 bytes: sequence number and length, the size of a
+//    minimal RPC header) plus one payload segment per message;
+//  - arrivals are answered with place() into preallocated, reused,
+//    pre-faulted buffers registered once with reg() where the plugin offers
+//    it; inline (eager) segments are copied out and the arrival discarded,
+//    as the ABI prescribes;
+//  - busy mode spins on progress(); sleep mode calls progress() and, when it
+//    returned nothing, blocks in poll() on the plugin's wakeup fd (or backs
+//    off when the plugin has none, as the core does).
+#pragma once
+
+#include "common/status.h"
+#include "loader/plugin_loader.h"
+#include "transport/buffers.h"
+#include "transport/pingpong.h"
+#include "transport/transport.h"
+
+#include <ferry/transport.h>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ferry::bench {
+
+class FerryPingPong final : public PingPongClient, public PingPongServer {
+ public:
+  // Opens a context of `plugin` in `mode` (busy: FERRY_INIT_BUSY_POLL and the
+  // plugin's busy_poll parameter set to 1; sleep: the parameter set to 0, so
+  // an inherited FERRY_<PLUGIN>_BUSY_POLL cannot mislabel the run) and
+  // registers every buffer of `buffers` (borrowed for the object's life).
+  static StatusOr<std::unique_ptr<FerryPingPong>> Open(
+      std::shared_ptr<const Plugin> plugin, PollMode mode, BufferSet* buffers);
+  ~FerryPingPong() override;
+
+  // Peer side: listen on `address` (plugin-defined; "" lets the plugin
+  // pick), then accept the client's connection.
+  StatusOr<std::string> Listen(const std::string& address);
+  Status Accept(int timeout_ms);
+  // Client side: connect and wait for FERRY_EV_CONNECTED.
+  Status Connect(const std::string& address, int timeout_ms);
+  // Closes the connection and waits for FERRY_EV_CLOSED.
+  Status Close(int timeout_ms);
+
+  const Transport& transport() const { return *transport_; }
+  bool registered() const { return send_mr_ != nullptr || !recv_mr_.empty(); }
+
+  Status RoundTrip(uint64_t size) override;
+  Status Stream(uint64_t size, uint32_t count, uint32_t window) override;
+  Status Echo(uint64_t size) override;
+  Status StreamSink(uint64_t size, uint32_t count, uint32_t window) override;
+  Status Flush() override { return WaitSendsDone(); }
+  LoopCounters counters() const override { return counters_; }
+
+ private:
+  // What the benchmark keeps of a FERRY_EV_ARRIVAL until it answers it.
+  struct Arrival {
+    uint64_t msg_id = 0;
+    uint64_t seq = 0;
+    uint64_t length = 0;  // of the single segment (0 for header-only)
+    uint32_t num_segments = 0;
+    const void* inline_data = nullptr;  // borrowed until place/discard
+  };
+
+  FerryPingPong(std::unique_ptr<Transport> transport, PollMode mode,
+                BufferSet* buffers);
+  Status RegisterBuffers();
+  // One progress() call and its events; in sleep mode, blocks on the wakeup
+  // fd when progress() had nothing.
+  Status Poll();
+  Status Handle(const ferry_event_t& ev);
+  void Sleep();
+  // Posts one message: the header plus `size` bytes of `data` (no segment
+  // when size is 0). UNAVAILABLE (back-pressure) is returned to the caller.
+  Status PostSend(uint64_t seq, const uint8_t* data, uint64_t size,
+                  ferry_mr_t* mr);
+  Status SendRetrying(uint64_t seq, const uint8_t* data, uint64_t size,
+                      ferry_mr_t* mr);
+  Status WaitArrival(Arrival* out);
+  // Starts landing `a` in recv[slot]: inline bytes are copied and the arrival
+  // discarded (*done = true); otherwise place() is posted and recv[slot]
+  // stays busy until FERRY_EV_PLACE_DONE.
+  Status Receive(const Arrival& a, uint32_t slot, bool* done);
+  Status WaitSlotFree(uint32_t slot);
+  Status WaitSendsDone();
+  // OK while the connection is healthy (inline: it runs in every wait loop).
+  Status CheckConn() const {
+    return broken_.ok() ? Status() : BrokenError();
+  }
+  Status BrokenError() const;
+
+  std::unique_ptr<Transport> transport_;
+  PollMode mode_;
+  BufferSet* buffers_;
+  ferry_mr_t* send_mr_ = nullptr;
+  std::vector<ferry_mr_t*> recv_mr_;  // parallel to buffers_->recv, or empty
+  ferry_listener_t* listener_ = nullptr;
+  ferry_conn_t* conn_ = nullptr;
+  bool connected_ = false;
+  bool closed_ = false;
+  bool closing_ = false;
+  Status broken_;  // the FERRY_EV_CONN_BROKEN status, OK while healthy
+
+  std::deque<Arrival> arrivals_;
+  uint64_t sends_posted_ = 0;
+  uint64_t sends_done_ = 0;
+  std::vector<uint8_t> slot_busy_;  // a place() into recv[i] is in flight
+  uint64_t next_seq_ = 0;
+  uint32_t idle_polls_ = 0;  // back-off state without a wakeup fd
+  LoopCounters counters_;
+  std::array<ferry_event_t, 16> events_{};
+};
+
+}  // namespace ferry::bench

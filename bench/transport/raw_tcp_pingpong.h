@@ -1,0 +1,65 @@
+// The raw floor: the same ping-pong as ferry's, written directly on a TCP
+// socket, with nothing a transport could leave out. Non-blocking socket with
+// TCP_NODELAY (like every latency-minded transport), kernel-default buffer
+// sizes (autotuning on), no framing (both sides know each size from the
+// plan), one send()/recv() loop per message. Busy mode spins on the
+// non-blocking calls; sleep mode blocks in poll() on EAGAIN. It moves the
+// same bytes between the same pre-faulted buffers as the ferry side.
+#pragma once
+
+#include "common/status.h"
+#include "transport/buffers.h"
+#include "transport/pingpong.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ferry::bench {
+
+// A TCP listener on 127.0.0.1, port chosen by the kernel.
+class RawTcpListener {
+ public:
+  static StatusOr<std::unique_ptr<RawTcpListener>> Open();
+  ~RawTcpListener();
+  const std::string& address() const { return address_; }  // "127.0.0.1:N"
+  // Accepts one connection (waiting at most timeout_ms) and returns its fd,
+  // configured like RawTcpConnect's.
+  StatusOr<int> Accept(int timeout_ms);
+
+ private:
+  RawTcpListener(int fd, std::string address)
+      : fd_(fd), address_(std::move(address)) {}
+  int fd_;
+  std::string address_;
+};
+
+// Connects to "host:port" and returns a non-blocking, TCP_NODELAY socket.
+StatusOr<int> RawTcpConnect(const std::string& address);
+
+class RawTcpPingPong final : public PingPongClient, public PingPongServer {
+ public:
+  // Takes ownership of `fd`; `buffers` is borrowed for the object's life.
+  RawTcpPingPong(int fd, PollMode mode, BufferSet* buffers);
+  ~RawTcpPingPong() override;
+
+  Status RoundTrip(uint64_t size) override;
+  Status Stream(uint64_t size, uint32_t count, uint32_t window) override;
+  Status Echo(uint64_t size) override;
+  Status StreamSink(uint64_t size, uint32_t count, uint32_t window) override;
+  Status Flush() override { return Status(); }  // send() already wrote
+  LoopCounters counters() const override { return counters_; }
+
+ private:
+  Status SendAll(const uint8_t* data, uint64_t size);
+  Status RecvAll(uint8_t* data, uint64_t size);
+  // EAGAIN: spin (busy) or poll() for `events` (sleep).
+  Status WaitFor(short events);
+
+  int fd_;
+  PollMode mode_;
+  BufferSet* buffers_;
+  LoopCounters counters_;
+};
+
+}  // namespace ferry::bench

@@ -1,0 +1,118 @@
+#include "config.h"
+
+#include "log.h"
+
+#include <ferry/transport.h>
+
+#include <cstring>
+
+namespace ferry_fabric {
+namespace {
+
+constexpr const char* kPlugin = "fabric";
+
+bool RawParam(const char* key, std::string* out) {
+  const ferry_host_services_t* host = HostServices();
+  if (host == nullptr ||
+      !FERRY_FIELD_PRESENT(host, ferry_host_services_t, get_param) ||
+      host->get_param == nullptr) {
+    return false;
+  }
+  char buf[512];
+  int64_t n = host->get_param(host->host_ctx, kPlugin, key, buf, sizeof buf);
+  if (n < 0) return false;
+  if (static_cast<uint64_t>(n) >= sizeof buf) {
+    FAB_LOG(FERRY_LOG_WARN, "parameter %s is longer than %zu bytes; ignored",
+            key, sizeof buf - 1);
+    return false;
+  }
+  *out = std::string(buf, static_cast<size_t>(n));
+  return true;
+}
+
+std::string StringParam(const char* key, const std::string& fallback) {
+  std::string v;
+  return RawParam(key, &v) ? v : fallback;
+}
+
+uint64_t IntParam(const char* key, uint64_t fallback, uint64_t lo,
+                  uint64_t hi) {
+  int64_t v = ferry_host_param_int(HostServices(), kPlugin, key,
+                                   static_cast<int64_t>(fallback));
+  uint64_t clamped = v < 0 ? lo : static_cast<uint64_t>(v);
+  if (clamped < lo) clamped = lo;
+  if (clamped > hi) clamped = hi;
+  if (v < 0 || static_cast<uint64_t>(v) != clamped) {
+    FAB_LOG(FERRY_LOG_WARN,
+            "parameter %s=%lld is outside [%llu, %llu]; using %llu "
+            "(FERRY_FABRIC_* or the in-process setting)",
+            key, static_cast<long long>(v), static_cast<unsigned long long>(lo),
+            static_cast<unsigned long long>(hi),
+            static_cast<unsigned long long>(clamped));
+  }
+  return clamped;
+}
+
+Tristate TristateParam(const char* key) {
+  std::string v;
+  if (!RawParam(key, &v) || v.empty() || v == "auto") return Tristate::kAuto;
+  if (v == "1" || v == "on" || v == "yes" || v == "true") return Tristate::kOn;
+  if (v == "0" || v == "off" || v == "no" || v == "false") return Tristate::kOff;
+  FAB_LOG(FERRY_LOG_WARN, "parameter %s='%s' is not auto/on/off; using auto",
+          key, v.c_str());
+  return Tristate::kAuto;
+}
+
+}  // namespace
+
+const char* TristateName(Tristate t) {
+  switch (t) {
+    case Tristate::kOn: return "on";
+    case Tristate::kOff: return "off";
+    default: return "auto";
+  }
+}
+
+Config LoadConfig(uint32_t init_flags) {
+  Config c;
+  c.provider = StringParam("provider", "");
+  c.fabric_name = StringParam("fabric_name", "");
+  c.domain_name = StringParam("domain_name", "");
+  c.rma = TristateParam("rma");
+  c.hmem = TristateParam("hmem");
+  c.force_mr_local = IntParam("force_mr_local", 0, 0, 1) != 0;
+  c.busy_poll = (init_flags & FERRY_INIT_BUSY_POLL) != 0 ||
+                IntParam("busy_poll", 0, 0, 1) != 0;
+  c.inject = IntParam("inject", 1, 0, 1) != 0;
+  c.eager_size = static_cast<uint32_t>(
+      IntParam("eager_size", c.eager_size, 4096, 1u << 20));
+  c.max_header_size = static_cast<uint32_t>(
+      IntParam("max_header_size", c.max_header_size, 64, c.eager_size / 2));
+  c.max_segments =
+      static_cast<uint32_t>(IntParam("max_segments", c.max_segments, 1, 64));
+  c.max_inline_size = static_cast<uint32_t>(
+      IntParam("max_inline_size", c.max_inline_size, 0, c.eager_size / 2));
+  c.max_message_size = IntParam("max_message_size", c.max_message_size, 4096,
+                                uint64_t{1} << 50);
+  c.rx_buffers =
+      static_cast<uint32_t>(IntParam("rx_buffers", c.rx_buffers, 16, 65536));
+  c.tx_buffers =
+      static_cast<uint32_t>(IntParam("tx_buffers", c.tx_buffers, 16, 65536));
+  c.rma_chunk_size =
+      IntParam("rma_chunk_size", c.rma_chunk_size, 4096, uint64_t{1} << 32);
+  c.max_pending_sends = static_cast<uint32_t>(
+      IntParam("max_pending_sends", c.max_pending_sends, 1, 1u << 24));
+  c.max_spill_bytes =
+      IntParam("max_spill_bytes", c.max_spill_bytes, 0, uint64_t{1} << 40);
+  c.connect_timeout_ms = static_cast<uint32_t>(
+      IntParam("connect_timeout_ms", c.connect_timeout_ms, 1, 3600000));
+  c.close_timeout_ms = static_cast<uint32_t>(
+      IntParam("close_timeout_ms", c.close_timeout_ms, 1, 3600000));
+  c.priority = static_cast<int32_t>(
+      ferry_host_param_int(HostServices(), kPlugin, "priority", -1));
+  c.domain_override = StringParam("domain_override", "");
+  c.cloexec_sweep = IntParam("cloexec_sweep", 1, 0, 1) != 0;
+  return c;
+}
+
+}  // namespace ferry_fabric

@@ -1,0 +1,348 @@
+// The plugin's one exported symbol and the vtable behind it. Each entry
+// point checks its handle and arguments, takes the context lock, and turns
+// any C++ exception into FERRY_INTERNAL with a message: nothing escapes into
+// the host.
+#include "context.h"
+#include "log.h"
+#include "status.h"
+
+#include <ferry/transport.h>
+
+#include <cstring>
+#include <exception>
+#include <mutex>
+
+namespace ferry_fabric {
+namespace {
+
+constexpr const char* kPluginName = "fabric";
+constexpr const char* kPluginVersion = "0.1.0";
+constexpr uint32_t kMinorMin = 1;
+constexpr uint32_t kMinorMax = FERRY_TRANSPORT_ABI_MINOR;
+
+template <typename Fn>
+ferry_status_t Guarded(const char* entry, ferry_error_buf_t* err,
+                       Fn&& fn) noexcept {
+  try {
+    Status st = fn();
+    if (!st.ok()) {
+      ferry_error_printf(err, "%s",
+                         st.message.empty() ? "fabric: failed" : st.message.c_str());
+    }
+    return st.code;
+  } catch (const std::exception& e) {
+    ferry_error_printf(err, "fabric: internal error in %s: %s", entry, e.what());
+    FAB_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
+  } catch (...) {
+    ferry_error_printf(err, "fabric: internal error in %s: unknown exception",
+                       entry);
+    FAB_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
+  }
+  return FERRY_INTERNAL;
+}
+
+template <typename Fn>
+void GuardedVoid(const char* entry, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    FAB_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
+  } catch (...) {
+    FAB_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
+  }
+}
+
+Context* ToContext(ferry_context_t* h) { return reinterpret_cast<Context*>(h); }
+
+Conn* ToConn(ferry_conn_t* h) {
+  auto* c = reinterpret_cast<Conn*>(h);
+  return c != nullptr && c->magic == Conn::kMagic ? c : nullptr;
+}
+
+Listener* ToListener(ferry_listener_t* h) {
+  auto* l = reinterpret_cast<Listener*>(h);
+  return l != nullptr && l->magic == Listener::kMagic ? l : nullptr;
+}
+
+Status BadHandle(const char* entry, const char* what) {
+  return Error(FERRY_INVALID_ARGUMENT, "fabric: %s() got an invalid %s handle",
+               entry, what);
+}
+
+Status BadArgs(const char* entry, const char* type, uint32_t got, size_t need) {
+  return Error(FERRY_INVALID_ARGUMENT,
+               "fabric: %s() needs a %s with struct_size >= %zu (got %u)", entry,
+               type, need, got);
+}
+
+Status CopyString(const std::string& s, char* buf, uint64_t buf_len) {
+  if (buf == nullptr || buf_len < s.size() + 1) {
+    if (buf != nullptr && buf_len > 0) buf[0] = '\0';
+    return Error(FERRY_RESOURCE_EXHAUSTED, "fabric: the address needs %zu bytes",
+                 s.size() + 1);
+  }
+  std::memcpy(buf, s.c_str(), s.size() + 1);
+  return Status();
+}
+
+// --- vtable entries --------------------------------------------------------
+
+ferry_status_t Init(const ferry_init_args_t* args, ferry_context_t** out,
+                    ferry_error_buf_t* err) {
+  return Guarded("init", err, [&]() -> Status {
+    if (out == nullptr) {
+      return Error(FERRY_INVALID_ARGUMENT, "fabric: init() needs an out pointer");
+    }
+    uint32_t flags = 0;
+    const char* instance = nullptr;
+    if (args != nullptr) {
+      if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, flags)) flags = args->flags;
+      if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, instance)) {
+        instance = args->instance;
+      }
+    }
+    std::unique_ptr<Context> ctx;
+    Status st = Context::Create(flags, instance, &ctx);
+    if (st.ok()) *out = reinterpret_cast<ferry_context_t*>(ctx.release());
+    return st;
+  });
+}
+
+void Fini(ferry_context_t* handle) {
+  GuardedVoid("fini", [&] { delete ToContext(handle); });
+}
+
+ferry_status_t Query(ferry_context_t* handle, ferry_context_info_t* info) {
+  return Guarded("query", nullptr, [&]() -> Status {
+    Context* ctx = ToContext(handle);
+    if (ctx == nullptr || info == nullptr || info->struct_size < sizeof(uint32_t)) {
+      return Error(FERRY_INVALID_ARGUMENT, "fabric: query() needs a context and info");
+    }
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    ctx->Query(info);
+    return Status();
+  });
+}
+
+ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
+  return Guarded("progress", nullptr, [&]() -> Status {
+    Context* ctx = ToContext(handle);
+    if (ctx == nullptr || args == nullptr ||
+        args->struct_size < FERRY_STRUCT_SIZE(ferry_progress_args_t, num_events)) {
+      return Error(FERRY_INVALID_ARGUMENT,
+                   "fabric: progress() needs a context and progress args");
+    }
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    Status st = ctx->Progress(args);
+    if (!st.ok()) FAB_LOG(FERRY_LOG_ERROR, "%s", st.message.c_str());
+    return st;
+  });
+}
+
+ferry_status_t Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
+                      ferry_listener_t** out, ferry_error_buf_t* err) {
+  return Guarded("listen", err, [&]() -> Status {
+    Context* ctx = ToContext(handle);
+    if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
+    if (args == nullptr || args->struct_size < FERRY_LISTEN_ARGS_STRUCT_SIZE) {
+      return BadArgs("listen", "ferry_listen_args_t", args ? args->struct_size : 0,
+                     FERRY_LISTEN_ARGS_STRUCT_SIZE);
+    }
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    Listener* l = nullptr;
+    Status st = ctx->Listen(args->address, args->user_data, &l);
+    if (st.ok()) *out = reinterpret_cast<ferry_listener_t*>(l);
+    return st;
+  });
+}
+
+ferry_status_t ListenerAddress(ferry_listener_t* handle, char* buf,
+                               uint64_t buf_len) {
+  return Guarded("listener_address", nullptr, [&]() -> Status {
+    Listener* l = ToListener(handle);
+    if (l == nullptr) return BadHandle("listener_address", "listener");
+    return CopyString(l->address, buf, buf_len);  // immutable: no lock
+  });
+}
+
+void CloseListener(ferry_listener_t* handle) {
+  GuardedVoid("close_listener", [&] {
+    Listener* l = ToListener(handle);
+    if (l == nullptr) {
+      FAB_LOG(FERRY_LOG_ERROR, "close_listener() got an invalid handle");
+      return;
+    }
+    Context* ctx = l->ctx;
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    ctx->CloseListener(l);
+  });
+}
+
+ferry_status_t Connect(ferry_context_t* handle, const ferry_connect_args_t* args,
+                       ferry_conn_t** out, ferry_error_buf_t* err) {
+  return Guarded("connect", err, [&]() -> Status {
+    Context* ctx = ToContext(handle);
+    if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
+    if (args == nullptr || args->struct_size < FERRY_CONNECT_ARGS_STRUCT_SIZE) {
+      return BadArgs("connect", "ferry_connect_args_t", args ? args->struct_size : 0,
+                     FERRY_CONNECT_ARGS_STRUCT_SIZE);
+    }
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    Conn* conn = nullptr;
+    Status st = ctx->Connect(args->address, args->user_data, &conn);
+    if (st.ok()) *out = reinterpret_cast<ferry_conn_t*>(conn);
+    ctx->AfterHostCall();
+    return st;
+  });
+}
+
+void SetConnUserData(ferry_conn_t* handle, void* user_data) {
+  GuardedVoid("set_conn_user_data", [&] {
+    Conn* conn = ToConn(handle);
+    if (conn == nullptr) return;
+    std::lock_guard<std::mutex> lock(conn->ctx->mutex());
+    conn->user_data = user_data;
+  });
+}
+
+ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
+                    ferry_error_buf_t* err) {
+  return Guarded("send", err, [&]() -> Status {
+    Conn* conn = ToConn(handle);
+    if (conn == nullptr) return BadHandle("send", "connection");
+    if (args == nullptr || args->struct_size < FERRY_SEND_ARGS_STRUCT_SIZE) {
+      return BadArgs("send", "ferry_send_args_t", args ? args->struct_size : 0,
+                     FERRY_SEND_ARGS_STRUCT_SIZE);
+    }
+    Context* ctx = conn->ctx;
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    Status st = ctx->Send(conn, *args);
+    ctx->AfterHostCall();
+    return st;
+  });
+}
+
+ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
+                     ferry_error_buf_t* err) {
+  return Guarded("place", err, [&]() -> Status {
+    Conn* conn = ToConn(handle);
+    if (conn == nullptr) return BadHandle("place", "connection");
+    if (args == nullptr || args->struct_size < FERRY_PLACE_ARGS_STRUCT_SIZE) {
+      return BadArgs("place", "ferry_place_args_t", args ? args->struct_size : 0,
+                     FERRY_PLACE_ARGS_STRUCT_SIZE);
+    }
+    Context* ctx = conn->ctx;
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    Status st = ctx->Place(conn, *args);
+    ctx->AfterHostCall();
+    return st;
+  });
+}
+
+ferry_status_t Discard(ferry_conn_t* handle, uint64_t msg_id,
+                       ferry_error_buf_t* err) {
+  return Guarded("discard", err, [&]() -> Status {
+    Conn* conn = ToConn(handle);
+    if (conn == nullptr) return BadHandle("discard", "connection");
+    Context* ctx = conn->ctx;
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    Status st = ctx->Discard(conn, msg_id);
+    ctx->AfterHostCall();
+    return st;
+  });
+}
+
+void Close(ferry_conn_t* handle) {
+  GuardedVoid("close", [&] {
+    Conn* conn = ToConn(handle);
+    if (conn == nullptr) {
+      FAB_LOG(FERRY_LOG_ERROR, "close() got an invalid connection handle");
+      return;
+    }
+    Context* ctx = conn->ctx;
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    ctx->Close(conn);
+    ctx->AfterHostCall();
+  });
+}
+
+ferry_status_t Reg(ferry_context_t* handle, const ferry_reg_args_t* args,
+                   ferry_mr_t** out, ferry_error_buf_t* err) {
+  return Guarded("reg", err, [&]() -> Status {
+    Context* ctx = ToContext(handle);
+    if (ctx == nullptr || out == nullptr) return BadHandle("reg", "context");
+    if (args == nullptr ||
+        args->struct_size < FERRY_STRUCT_SIZE(ferry_reg_args_t, length)) {
+      return BadArgs("reg", "ferry_reg_args_t", args ? args->struct_size : 0,
+                     FERRY_STRUCT_SIZE(ferry_reg_args_t, length));
+    }
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    HostMr* mr = nullptr;
+    Status st = ctx->Reg(*args, &mr);
+    if (st.ok()) *out = reinterpret_cast<ferry_mr_t*>(mr);
+    return st;
+  });
+}
+
+void Dereg(ferry_context_t* handle, ferry_mr_t* mr) {
+  GuardedVoid("dereg", [&] {
+    Context* ctx = ToContext(handle);
+    auto* h = reinterpret_cast<HostMr*>(mr);
+    if (ctx == nullptr || h == nullptr || h->magic != HostMr::kMagic) {
+      FAB_LOG(FERRY_LOG_ERROR, "dereg() got an invalid handle");
+      return;
+    }
+    std::lock_guard<std::mutex> lock(ctx->mutex());
+    ctx->Dereg(h);
+  });
+}
+
+ferry_status_t ConnPeerAddress(ferry_conn_t* handle, char* buf,
+                               uint64_t buf_len) {
+  return Guarded("conn_peer_address", nullptr, [&]() -> Status {
+    Conn* conn = ToConn(handle);
+    if (conn == nullptr) return BadHandle("conn_peer_address", "connection");
+    return CopyString(conn->peer_address, buf, buf_len);  // immutable
+  });
+}
+
+ferry_transport_vtable_t MakeVtable() {
+  ferry_transport_vtable_t v{};
+  v.struct_size = sizeof v;
+  v.init = Init;
+  v.fini = Fini;
+  v.query = Query;
+  v.progress = Progress;
+  v.listen = Listen;
+  v.listener_address = ListenerAddress;
+  v.close_listener = CloseListener;
+  v.connect = Connect;
+  v.set_conn_user_data = SetConnUserData;
+  v.send = Send;
+  v.place = Place;
+  v.discard = Discard;
+  v.close = Close;
+  v.reg = Reg;
+  v.dereg = Dereg;
+  v.conn_peer_address = ConnPeerAddress;
+  return v;
+}
+
+const ferry_transport_vtable_t kVtable = MakeVtable();
+
+}  // namespace
+}  // namespace ferry_fabric
+
+extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(
+    ferry_negotiate_args_t* args) {
+  try {
+    ferry_status_t st = ferry_plugin_negotiate(
+        args, ferry_fabric::kPluginName, ferry_fabric::kPluginVersion,
+        ferry_fabric::kMinorMin, ferry_fabric::kMinorMax,
+        FERRY_FEATURE_MULTI_CONTEXT, &ferry_fabric::kVtable);
+    if (st == FERRY_OK) ferry_fabric::SetHostServices(args->host);
+    return st;
+  } catch (...) {
+    return FERRY_INTERNAL;
+  }
+}

@@ -1,0 +1,176 @@
+// progress(): the host's manual progress. Reads the completion queue (which
+// is also what drives the provider: libfabric's manual progress model), then
+// retries whatever met a full queue, expires deadlines, and returns queued
+// events.
+#include "context.h"
+
+#include "fi_error.h"
+#include "log.h"
+
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ferry_fabric {
+namespace {
+
+// Completions read per fi_cq_read, and batches per progress(): enough to
+// drain a burst, bounded so one call never runs away.
+constexpr size_t kCqBatch = 32;
+constexpr int kCqRounds = 16;
+
+}  // namespace
+
+Status Context::Progress(ferry_progress_args_t* args) {
+  args->num_events = 0;
+  if (args->max_events > 0 &&
+      (args->events == nullptr ||
+       args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
+    return Error(FERRY_INVALID_ARGUMENT,
+                 "fabric: progress() needs an events array and event_stride "
+                 ">= %zu (got %p, %llu)",
+                 FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
+                 static_cast<unsigned long long>(args->event_stride));
+  }
+  FreeRetired();
+  delivered_messages_.clear();
+  ReadCq();
+  if (resend_head_ != nullptr) DrainResends();
+  if (!pending_control_.empty()) DrainPendingControl();
+  PumpTxRetries();
+  if (reads_head_ != nullptr) PumpReads();
+  if (!streaming_.empty()) PumpStreams();
+  if (!rx_repost_.empty()) RepostRx();
+  if (deadlines_ > 0) {
+    if (has_wakeup_) wakeup_.DrainTimer();
+    CheckDeadlines();
+  }
+  if (sweep_pending_) {
+    if (config_.cloexec_sweep) fd_sweeper_.Sweep();
+    sweep_pending_ = false;
+  }
+  args->num_events = Deliver(args);
+  if (has_wakeup_) wakeup_.Settle(HasWork(), endpoint_->fabric(), endpoint_->cq());
+  return Status();
+}
+
+void Context::ReadCq() {
+  fi_cq_msg_entry entries[kCqBatch];
+  for (int round = 0; round < kCqRounds; ++round) {
+    ssize_t n = fi_cq_read(endpoint_->cq(), entries, kCqBatch);
+    if (n == -FI_EAGAIN) return;
+    if (n == -FI_EAVAIL) {
+      HandleCqError();
+      continue;
+    }
+    if (n < 0) {
+      FAB_LOG(FERRY_LOG_ERROR, "%s",
+              FiText("fi_cq_read", static_cast<int>(n), provider_).c_str());
+      return;
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      OpBase* op = FromContext(entries[i].op_context);
+      if (op == nullptr) continue;
+      switch (op->kind) {
+        case OpKind::kRecv:
+          OnRecv(static_cast<RxBuf*>(op), entries[i].len);
+          break;
+        case OpKind::kSend:
+          OnSendCompletion(static_cast<TxBuf*>(op));
+          break;
+        case OpKind::kRead:
+          OnReadCompletion(static_cast<ReadOp*>(op), nullptr);
+          break;
+      }
+    }
+    if (static_cast<size_t>(n) < kCqBatch) return;
+  }
+}
+
+void Context::HandleCqError() {
+  fi_cq_err_entry err{};
+  ssize_t rc = fi_cq_readerr(endpoint_->cq(), &err, 0);
+  if (rc < 0) return;
+  OpBase* op = FromContext(err.op_context);
+  if (op == nullptr) {
+    FAB_LOG(FERRY_LOG_WARN, "completion error without an operation: %s",
+            CqErrorText(endpoint_->cq(), err, provider_).c_str());
+    return;
+  }
+  switch (op->kind) {
+    case OpKind::kRecv: {
+      auto* b = static_cast<RxBuf*>(op);
+      b->posted = false;
+      --rx_posted_;
+      if (err.err != FI_ECANCELED) {
+        FAB_LOG(FERRY_LOG_WARN, "a receive failed (buffer reposted): %s",
+                CqErrorText(endpoint_->cq(), err, provider_).c_str());
+        PostRecv(b);
+      }
+      break;
+    }
+    case OpKind::kSend:
+      OnSendError(static_cast<TxBuf*>(op), err);
+      break;
+    case OpKind::kRead:
+      OnReadCompletion(static_cast<ReadOp*>(op), &err);
+      break;
+  }
+}
+
+uint32_t Context::Deliver(ferry_progress_args_t* args) {
+  const size_t stride = static_cast<size_t>(args->event_stride);
+  const size_t size = std::min(stride, sizeof(ferry_event_t));
+  uint32_t count = 0;
+  while (count < args->max_events && !events_.Empty()) {
+    QueuedEvent& q = events_.Front();
+    if (q.suppressed) {
+      events_.Pop();
+      continue;
+    }
+    ferry_event_t ev{};
+    ev.struct_size = static_cast<uint32_t>(size);
+    ev.type = q.type;
+    ev.status = q.status;
+    ev.num_segments = q.num_segments;
+    ev.conn = reinterpret_cast<ferry_conn_t*>(q.conn);
+    ev.user_data = q.user_data;
+    ev.conn_user_data = q.conn != nullptr ? q.conn->user_data : nullptr;
+    if (!q.message.empty()) {
+      delivered_messages_.push_back(std::move(q.message));
+      ev.message = delivered_messages_.back().c_str();
+    } else {
+      ev.message = "";
+    }
+    ev.msg_id = q.msg_id;
+    ev.header = q.header;
+    ev.header_len = q.header_len;
+    ev.segments = q.segments;
+    ev.segment_stride = q.segments != nullptr ? sizeof(ferry_arrival_segment_t) : 0;
+    std::memcpy(reinterpret_cast<char*>(args->events) + stride * count, &ev,
+                size);
+    Conn* conn = q.conn;
+    const int32_t type = q.type;
+    events_.Pop();
+    ++count;
+    if (type == FERRY_EV_CLOSED) {
+      // The handle is invalid for the host from now on; free it at the start
+      // of the next progress(), after the host is done with this batch.
+      auto it = std::find(all_conns_.begin(), all_conns_.end(), conn);
+      if (it != all_conns_.end()) {
+        *it = all_conns_.back();
+        all_conns_.pop_back();
+      }
+      retired_.push_back(conn);
+    }
+  }
+  return count;
+}
+
+void Context::FreeRetired() {
+  for (Conn* c : retired_) delete c;
+  retired_.clear();
+}
+
+}  // namespace ferry_fabric

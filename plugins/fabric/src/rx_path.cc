@@ -1,0 +1,261 @@
+// The receive side: pre-posted receive buffers, frame dispatch, MSG parsing,
+// per-connection ordering and ARRIVAL events (answers: answer.cc).
+//
+// Receiver-not-ready: a buffer stays with its message until the host
+// answers, and is posted again right after. When posted buffers run low
+// (a host holding many arrivals), new messages are copied out ("spilled",
+// bounded by max_spill_bytes) so their buffers go straight back; beyond that
+// bound the provider's own flow control holds senders back (FI_RM_ENABLED).
+// Messages are held back per connection until the previous arrival is
+// answered, which keeps order and gives the host back-pressure.
+#include "context.h"
+
+#include "fi_error.h"
+#include "log.h"
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ferry_fabric {
+
+void Context::PostRecv(RxBuf* b) {
+  ssize_t rc = fi_recv(endpoint_->ep(), b->data, rx_pool_.size(), b->desc,
+                       FI_ADDR_UNSPEC, AsContext(b));
+  if (rc == 0) {
+    b->posted = true;
+    ++rx_posted_;
+    return;
+  }
+  if (rc != -FI_EAGAIN) {
+    FAB_LOG(FERRY_LOG_WARN, "posting a receive buffer: %s (will retry)",
+            FiText("fi_recv", static_cast<int>(rc), provider_).c_str());
+  }
+  rx_repost_.push_back(b);
+}
+
+void Context::RepostRx() {
+  std::vector<RxBuf*> bufs;
+  bufs.swap(rx_repost_);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    PostRecv(bufs[i]);
+    if (!rx_repost_.empty()) {
+      // Still refused: keep the rest for the next progress().
+      rx_repost_.insert(rx_repost_.end(), bufs.begin() + static_cast<long>(i) + 1,
+                        bufs.end());
+      return;
+    }
+  }
+}
+
+void Context::OnRecv(RxBuf* b, size_t len) {
+  b->posted = false;
+  --rx_posted_;
+  wire::Head h;
+  if (!wire::Read(b->data, len, &h)) {
+    FAB_LOG(FERRY_LOG_WARN, "dropping a %zu-byte frame: too short", len);
+  } else if (h.version != wire::kVersion) {
+    FAB_LOG(FERRY_LOG_WARN,
+            "dropping a frame of wire version %u (this plugin speaks %u): a "
+            "peer runs another ferry-fabric version",
+            h.version, wire::kVersion);
+  } else {
+    switch (h.type) {
+      case wire::kMsg:
+        if (OnMsg(b, len)) return;  // the message keeps the buffer
+        break;
+      case wire::kData: OnData(b->data, len); break;
+      case wire::kFin: OnFin(b->data, len); break;
+      case wire::kCts: OnCts(b->data, len); break;
+      case wire::kConnect: OnConnect(b->data, len); break;
+      case wire::kAccept: OnAccept(b->data, len); break;
+      case wire::kReject: OnReject(b->data, len); break;
+      case wire::kDisconnect: OnDisconnect(b->data, len); break;
+      case wire::kDisconnectAck: OnDisconnectAck(b->data, len); break;
+      default:
+        FAB_LOG(FERRY_LOG_WARN, "dropping a frame of unknown type %u", h.type);
+    }
+  }
+  PostRecv(b);
+}
+
+bool Context::OnMsg(RxBuf* b, size_t len) {
+  wire::Msg h;
+  wire::Read(b->data, len, &h);
+  Conn* c = conns_.Find(h.head.dst);
+  if (c == nullptr || c->close_called) return false;  // closed: dropped
+  if (c->state == Conn::State::kBroken && !c->peer_closed) return false;
+  const uint32_t seq = h.head.aux;
+  const int32_t ahead = static_cast<int32_t>(seq - c->expected_seq);
+  if (ahead < 0 || (ahead > 0 && c->early.count(seq) != 0)) {
+    FAB_LOG(FERRY_LOG_WARN, "dropping a duplicate message (seq %u)", seq);
+    return false;
+  }
+  RxMsg* m = NewRxMsg();
+  const char* frame = b->data;
+  bool keep = true;
+  if (rx_posted_ < rx_pool_.count() / 4 &&
+      spill_bytes_ + len <= config_.max_spill_bytes) {
+    m->spill.assign(b->data, b->data + len);
+    spill_bytes_ += len;
+    frame = m->spill.data();
+    keep = false;
+  } else {
+    m->buf = b;
+  }
+  Status st = ParseMsg(frame, len, m);
+  if (!st.ok()) {
+    m->buf = nullptr;  // the caller reposts it
+    ReleaseRxMsg(m);
+    Break(c, FERRY_DATA_LOSS, st.message);
+    return false;
+  }
+  if (ahead == 0) {
+    c->ready.push_back(m);
+    ++c->expected_seq;
+    for (auto it = c->early.find(c->expected_seq); it != c->early.end();
+         it = c->early.find(c->expected_seq)) {
+      c->ready.push_back(it->second);
+      c->early.erase(it);
+      ++c->expected_seq;
+    }
+  } else {
+    c->early.emplace(seq, m);
+  }
+  TryDeliver(c);
+  return keep;
+}
+
+Status Context::ParseMsg(const char* frame, size_t len, RxMsg* m) const {
+  auto bad = [&](const char* why) {
+    return Error(FERRY_DATA_LOSS,
+                 "fabric: malformed message from the peer (%s; %zu-byte frame)",
+                 why, len);
+  };
+  wire::Msg h;
+  if (!wire::Read(frame, len, &h)) return bad("shorter than its fixed part");
+  const size_t n = h.num_segments;
+  if (n > config_.max_segments) return bad("too many segments");
+  size_t off = sizeof h;
+  if (len - off < n * sizeof(wire::SegEntry)) return bad("truncated segment table");
+  m->segs.resize(n);
+  m->bulk.resize(n);
+  m->has_rma = m->has_stream = false;
+  size_t remote = 0;
+  for (size_t i = 0; i < n; ++i) {
+    wire::SegEntry e;
+    std::memcpy(&e, frame + off + i * sizeof e, sizeof e);
+    ferry_arrival_segment_t& s = m->segs[i];
+    s.struct_size = sizeof(ferry_arrival_segment_t);
+    s.reserved = 0;
+    s.length = e.length;
+    s.device = ferry_device_t{e.device_type, e.device_id};
+    s.inline_data = nullptr;
+    m->bulk[i].mode = e.mode;
+    m->bulk[i].length = e.length;
+    if (e.mode == wire::kRma) {
+      ++remote;
+      m->has_rma = true;
+    } else if (e.mode == wire::kStream) {
+      m->has_stream = true;
+    } else if (e.mode != wire::kInline) {
+      return bad("unknown segment mode");
+    }
+  }
+  off += n * sizeof(wire::SegEntry);
+  if (m->has_rma && !rma_) return bad("RMA segments, but this side has no RMA");
+  if (len - off < remote * sizeof(wire::RemoteEntry)) return bad("truncated RMA table");
+  for (size_t i = 0; i < n; ++i) {
+    if (m->bulk[i].mode != wire::kRma) continue;
+    std::memcpy(&m->bulk[i].remote, frame + off, sizeof(wire::RemoteEntry));
+    off += sizeof(wire::RemoteEntry);
+  }
+  if (len - off < h.header_len) return bad("truncated header");
+  m->header = frame + off;
+  m->header_len = h.header_len;
+  off += h.header_len;
+  for (size_t i = 0; i < n; ++i) {
+    if (m->bulk[i].mode != wire::kInline) continue;
+    if (len - off < m->segs[i].length) return bad("truncated inline segment");
+    m->segs[i].inline_data = frame + off;
+    off += m->segs[i].length;
+  }
+  if ((m->has_rma || m->has_stream) && h.op_id == 0) {
+    return bad("large segments without a sender operation");
+  }
+  m->seq = h.head.aux;
+  m->sender_op = h.op_id;
+  return Status();
+}
+
+RxMsg* Context::NewRxMsg() {
+  RxMsg* m = free_rx_msgs_;
+  if (m != nullptr) {
+    free_rx_msgs_ = m->next;
+    m->next = nullptr;
+    return m;
+  }
+  rx_msg_store_.push_back(std::make_unique<RxMsg>());
+  return rx_msg_store_.back().get();
+}
+
+void Context::ReleaseRxMsg(RxMsg* m) {
+  if (m->buf != nullptr) {
+    PostRecv(m->buf);
+    m->buf = nullptr;
+  } else if (!m->spill.empty()) {
+    spill_bytes_ -= m->spill.size();
+    m->spill.clear();
+  }
+  m->header = nullptr;
+  m->header_len = 0;
+  m->msg_id = 0;
+  m->next = free_rx_msgs_;
+  free_rx_msgs_ = m;
+}
+
+void Context::TryDeliver(Conn* c) {
+  if (c->close_called || c->held != nullptr ||
+      c->state == Conn::State::kConnecting) {
+    return;
+  }
+  if (!c->ready.empty()) {
+    RxMsg* m = c->ready.front();
+    c->ready.pop_front();
+    m->msg_id = c->next_msg_id++;
+    c->held = m;
+    QueuedEvent& e = Emit(FERRY_EV_ARRIVAL, c, nullptr);
+    e.msg_id = m->msg_id;
+    e.header = m->header;
+    e.header_len = m->header_len;
+    e.segments = m->segs.empty() ? nullptr : m->segs.data();
+    e.num_segments = static_cast<uint32_t>(m->segs.size());
+  }
+  MaybeFinishPeerClose(c);
+}
+
+void Context::MaybeFinishPeerClose(Conn* c) {
+  if (c->peer_closed && c->state == Conn::State::kOpen && !c->close_called &&
+      c->expected_seq == c->peer_final_seq && c->ready.empty()) {
+    Break(c, FERRY_PEER_GONE, "fabric: the peer closed the connection");
+  }
+}
+
+void Context::DropReceived(Conn* c) {
+  if (c->held != nullptr) {
+    // An ARRIVAL still in the queue can no longer be answered.
+    events_.ForEachQueued([c](QueuedEvent& e) {
+      if (e.conn == c && e.type == FERRY_EV_ARRIVAL) e.suppressed = true;
+    });
+    ReleaseRxMsg(c->held);
+    c->held = nullptr;
+  }
+  for (RxMsg* m : c->ready) ReleaseRxMsg(m);
+  c->ready.clear();
+  for (auto& [seq, m] : c->early) ReleaseRxMsg(m);
+  c->early.clear();
+}
+
+}  // namespace ferry_fabric

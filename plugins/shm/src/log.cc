@@ -1,0 +1,18 @@
+#include "log.h"
+
+#include <atomic>
+
+namespace ferry_shm {
+namespace {
+std::atomic<const ferry_host_services_t*> g_host{nullptr};
+}  // namespace
+
+void SetHostServices(const ferry_host_services_t* host) {
+  if (host != nullptr) g_host.store(host, std::memory_order_release);
+}
+
+const ferry_host_services_t* HostServices() {
+  return g_host.load(std::memory_order_acquire);
+}
+
+}  // namespace ferry_shm

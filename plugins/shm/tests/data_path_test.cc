@@ -1,0 +1,160 @@
+// The two data paths for large segments, each shown by what only it can do,
+// and a payload far larger than the ring.
+//   CMA:  the receiver reads the sender's buffer, so SEND_DONE cannot come
+//         before the receiver has placed the message.
+//   ring: the bytes are copied into the ring, so a message that fits the
+//         ring completes its send before anyone places it.
+#include "shm_fixture.h"
+
+#include <algorithm>
+#include <fstream>
+
+namespace ferry_shm_test {
+namespace {
+
+std::string PeerAddress(Endpoint* e, ferry_conn_t* c) {
+  auto a = e->t()->PeerAddress(c);
+  return a.ok() ? a.value() : a.status().ToString();
+}
+
+// Yama's ptrace_scope >= 1 forbids a child reading its parent's memory.
+bool YamaRestricts() {
+  std::ifstream f("/proc/sys/kernel/yama/ptrace_scope");
+  int v = 0;
+  return f && (f >> v) && v >= 1;
+}
+
+class DataPathTest : public ShmTest {};
+
+TEST_F(DataPathTest, CmaSendCompletesOnlyAfterThePeerPlaced) {
+  Pair p;
+  ASSERT_TRUE(MakePair(&p));
+  ASSERT_NE(PeerAddress(p.a.get(), p.client).find("data=cma"), std::string::npos)
+      << "cross-memory attach should work within one process: "
+      << PeerAddress(p.a.get(), p.client);
+  std::vector<unsigned char> out(1 << 20), in(1 << 20);
+  FillPattern(out.data(), out.size(), 1);
+  ASSERT_TRUE(p.a->Send(p.client, "cma", {{out.data(), out.size()}}, &out).ok());
+  Ev arrival, done;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
+                        [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_EQ(arrival.segs.size(), 1u);
+  EXPECT_EQ(arrival.segs[0].inline_data, nullptr) << "1 MiB must not arrive inline";
+  // Nothing but the receiver's place() can complete this send.
+  for (int i = 0; i < 2000; ++i) {
+    p.a->Poll();
+    p.b->Poll();
+  }
+  EXPECT_FALSE(p.a->Take(FERRY_EV_SEND_DONE, &done))
+      << "a CMA send completed before the receiver read the buffer";
+  ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, &in).ok());
+  Ev placed;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
+    return (placed.type || p.b->Take(FERRY_EV_PLACE_DONE, &placed)) &&
+           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+  }));
+  EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
+  EXPECT_EQ(done.status, FERRY_OK) << done.message;
+  EXPECT_EQ(PatternMismatch(in.data(), in.size(), 1), -1);
+  ClosePair(&p);
+}
+
+TEST_F(DataPathTest, RingCopyWhenCmaIsDisabled) {
+  SetParam("cma", "0");
+  Pair p;
+  ASSERT_TRUE(MakePair(&p));
+  ASSERT_NE(PeerAddress(p.a.get(), p.client).find("data=ring"), std::string::npos)
+      << PeerAddress(p.a.get(), p.client);
+  std::vector<unsigned char> out(1 << 20), in(1 << 20);
+  FillPattern(out.data(), out.size(), 2);
+  ASSERT_TRUE(p.a->Send(p.client, "ring", {{out.data(), out.size()}}, &out).ok());
+  Ev arrival, done;
+  // 1 MiB fits the default 2 MiB ring: the send completes unplaced.
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
+    return (arrival.type || p.b->Take(FERRY_EV_ARRIVAL, &arrival)) &&
+           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+  })) << "a ring-copied send that fits the ring must complete before place()";
+  EXPECT_EQ(done.status, FERRY_OK);
+  std::fill(out.begin(), out.end(), 0);  // the bytes are in the ring now
+  ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
+  Ev placed;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
+                        [&] { return p.b->Take(FERRY_EV_PLACE_DONE, &placed); }));
+  EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
+  EXPECT_EQ(PatternMismatch(in.data(), in.size(), 2), -1);
+  ClosePair(&p);
+}
+
+TEST_F(DataPathTest, HugePayloadThroughASmallRing) {
+  // A 1 GiB-class tensor with a 1 MiB ring: the ring copy streams it in
+  // chunks, never staging the whole payload (256 MiB keeps CI quick).
+  SetParam("cma", "0");
+  SetParam("ring_size", "1M");
+  Pair p;
+  ASSERT_TRUE(MakePair(&p));
+  const size_t n = 256u << 20;
+  std::vector<unsigned char> out(n), in(n);
+  FillPattern(out.data(), n, 3);
+  // Two segments, so chunks of both follow one message record.
+  const size_t first = 3 * (n / 4) + 123;
+  ASSERT_TRUE(p.a->Send(p.client, "huge",
+                        {{out.data(), first}, {out.data() + first, n - first}}, nullptr)
+                  .ok());
+  Ev arrival;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
+                        [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_EQ(arrival.segs.size(), 2u);
+  ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data(), in.data() + first}, nullptr).ok());
+  Ev placed, done;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
+    return (placed.type || p.b->Take(FERRY_EV_PLACE_DONE, &placed)) &&
+           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+  }, 60000));
+  EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
+  EXPECT_EQ(done.status, FERRY_OK) << done.message;
+  EXPECT_EQ(PatternMismatch(in.data(), n, 3), -1);
+  ClosePair(&p);
+}
+
+TEST_F(DataPathTest, CrossProcessEchoOverCmaAndRing) {
+  if (YamaRestricts()) {
+    GTEST_SKIP() << "kernel.yama.ptrace_scope >= 1: a child may not read its parent's "
+                    "memory, so cross-memory attach cannot be shown here";
+  }
+  for (const char* cma : {"1", "0"}) {
+    SCOPED_TRACE(std::string("cma=") + cma);
+    SetParam("cma", cma);
+    auto ep = Endpoint::Open();
+    ASSERT_NE(ep, nullptr);
+    ferry_listener_t* l = nullptr;
+    std::string addr = ep->Listen(&l);
+    auto peer = SpawnPeer({"echo", addr}, {std::string("FERRY_SHM_CMA=") + cma});
+    ASSERT_EQ(WaitLine(peer.get(), {ep.get()}), "connected");
+    Ev acc;
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_ACCEPTED, &acc); }));
+    const std::string want = std::string("data=") + (cma[0] == '1' ? "cma" : "ring");
+    EXPECT_NE(PeerAddress(ep.get(), acc.conn).find(want), std::string::npos)
+        << PeerAddress(ep.get(), acc.conn);
+    const size_t n = 8u << 20;
+    std::vector<unsigned char> out(n), in(n);
+    FillPattern(out.data(), n, 4);
+    ASSERT_TRUE(ep->Send(acc.conn, "echo", {{out.data(), n}}, nullptr).ok());
+    Ev arrival, placed, done;
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] {
+      return (done.type || ep->Take(FERRY_EV_SEND_DONE, &done)) &&
+             ep->Take(FERRY_EV_ARRIVAL, &arrival);
+    }));
+    ASSERT_TRUE(ep->PlaceAll(arrival, {in.data()}, nullptr).ok());
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_PLACE_DONE, &placed); }));
+    EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
+    EXPECT_EQ(PatternMismatch(in.data(), n, 4), -1);
+    ep->t()->Close(acc.conn);
+    ep->t()->CloseListener(l);
+    Ev closed;
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_CLOSED, &closed); }));
+    EXPECT_EQ(peer->Wait(), 0) << "the echo peer exits once we close";
+  }
+}
+
+}  // namespace
+}  // namespace ferry_shm_test
