@@ -247,9 +247,12 @@ Status FerryPingPong::Handle(const ferry_event_t& ev) {
       return Status();
     }
     case FERRY_EV_CONN_BROKEN:
+      // Recorded, not returned: events delivered before it in the same batch
+      // (the last echo's PLACE_DONE) still count. Wait loops check it when
+      // what they wait for has not happened.
       broken_ = Status(ev.status == FERRY_OK ? FERRY_PEER_GONE : ev.status,
                        ev.message ? ev.message : "connection broken");
-      return closing_ ? Status() : CheckConn();
+      return Status();
     case FERRY_EV_CLOSED:
       if (ev.conn == conn_) closed_ = true;
       return Status();
@@ -338,7 +341,8 @@ Status FerryPingPong::Receive(const Arrival& a, uint32_t slot, bool* done) {
 
 Status FerryPingPong::WaitSlotFree(uint32_t slot) {
   while (slot_busy_[slot]) {
-    Status st = Poll();
+    Status st = CheckConn();
+    if (st.ok()) st = Poll();
     if (!st.ok()) return st;
   }
   return Status();
@@ -346,7 +350,8 @@ Status FerryPingPong::WaitSlotFree(uint32_t slot) {
 
 Status FerryPingPong::WaitSendsDone() {
   while (sends_done_ < sends_posted_) {
-    Status st = Poll();
+    Status st = CheckConn();
+    if (st.ok()) st = Poll();
     if (!st.ok()) return st;
   }
   return Status();

@@ -115,6 +115,10 @@ Status ServeSuite(const Options& o, const std::vector<SizePlan>& plan,
                    o.only == "raw" ? nullptr : ferry.value().get());
   }
   if (!st.ok()) return st;
+  // Close only once the client has consumed the last reply: a close racing
+  // the final echo would show up on the client as a broken connection.
+  auto finished = control->Receive(kSetupTimeoutMs);
+  if (!finished.ok()) return finished.status();
   st = ferry.value()->Close(kSetupTimeoutMs);
   if (!st.ok()) return st;
   return control->Send("DONE");
@@ -200,9 +204,11 @@ Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
                      std::chrono::steady_clock::now() - t0)
                      .count();
   out->loadavg_after = LoadAverage();
-  // The peer flushes its last replies, closes its end and says DONE; only
-  // then does this side close, so neither side mistakes the other's orderly
-  // close for a broken connection.
+  // Orderly shutdown: this side says FINISHED once it has every reply; the
+  // peer then closes its end and says DONE; only then does this side close.
+  // Neither side ever sees the other's close while it still expects data.
+  st = control->Send("FINISHED");
+  if (!st.ok()) return st;
   auto done = control->Receive(kSetupTimeoutMs);
   if (!done.ok()) return done.status();
   return ferry.value()->Close(kSetupTimeoutMs);

@@ -27,64 +27,84 @@ CpuTime ProcessCpuTime() {
   return {ns(ru.ru_utime), ns(ru.ru_stime)};
 }
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+// One implementation's raw material for a size, accumulated over rounds.
+struct Accumulator {
+  PingPongClient* impl = nullptr;
+  ImplResult* result = nullptr;
+  const char* label = "";
+  std::vector<double> rtt_ns;
+  std::vector<double> stream_Bps;
+  LoopCounters counters;
+  CpuTime cpu{0, 0};
+};
 
-Status RoundTrips(const SizePlan& p, PingPongClient* impl, BufferSet* buffers,
-                  const char* label, ImplResult* out) {
-  // Clear the landing zone so the check below proves this implementation
-  // delivered the bytes.
+// `warmup` untimed round trips, then `iters` timed one by one; the echo is
+// checked byte for byte afterwards (outside the timed region).
+Status RoundTrips(const SizePlan& p, uint32_t iters, BufferSet* buffers,
+                  Accumulator* acc) {
+  // Clear the landing zone so the check proves this implementation
+  // delivered the bytes in this round.
   std::memset(buffers->recv[0]->data(), 0, p.size);
   for (uint32_t i = 0; i < p.warmup; ++i) {
-    Status st = impl->RoundTrip(p.size);
+    Status st = acc->impl->RoundTrip(p.size);
     if (!st.ok()) return st;
   }
-  std::vector<double> samples;
-  samples.reserve(p.iters);
-  const LoopCounters before = impl->counters();
+  const LoopCounters before = acc->impl->counters();
   const CpuTime cpu_before = ProcessCpuTime();
-  for (uint32_t i = 0; i < p.iters; ++i) {
+  for (uint32_t i = 0; i < iters; ++i) {
     const auto t0 = Clock::now();
-    Status st = impl->RoundTrip(p.size);
+    Status st = acc->impl->RoundTrip(p.size);
     const auto t1 = Clock::now();
     if (!st.ok()) return st;
-    samples.push_back(
+    acc->rtt_ns.push_back(
         std::chrono::duration<double, std::nano>(t1 - t0).count());
   }
   const CpuTime cpu_after = ProcessCpuTime();
-  const LoopCounters after = impl->counters();
+  const LoopCounters after = acc->impl->counters();
   if (std::memcmp(buffers->send->data(), buffers->recv[0]->data(), p.size) !=
       0) {
-    return Status(FERRY_DATA_LOSS, std::string(label) + ": the " +
+    return Status(FERRY_DATA_LOSS, std::string(acc->label) + ": the " +
                                        std::to_string(p.size) +
                                        "-byte echo differs from what was sent");
   }
-  out->rtt_ns = Summarize(&samples);
-  out->bw_rtt_Bps = 2.0 * static_cast<double>(p.size) /
-                    (out->rtt_ns.median * 1e-9);
-  out->calls_per_rt = static_cast<double>(after.calls - before.calls) / p.iters;
-  out->waits_per_rt = static_cast<double>(after.waits - before.waits) / p.iters;
-  out->user_ns_per_rt = (cpu_after.user_ns - cpu_before.user_ns) / p.iters;
-  out->sys_ns_per_rt = (cpu_after.sys_ns - cpu_before.sys_ns) / p.iters;
+  acc->counters.calls += after.calls - before.calls;
+  acc->counters.waits += after.waits - before.waits;
+  acc->cpu.user_ns += cpu_after.user_ns - cpu_before.user_ns;
+  acc->cpu.sys_ns += cpu_after.sys_ns - cpu_before.sys_ns;
   return Status();
 }
 
-Status Streams(const SizePlan& p, uint32_t window, PingPongClient* impl,
-               ImplResult* out) {
-  std::vector<double> bps;
-  for (uint32_t rep = 0; rep <= p.stream_reps; ++rep) {
-    const auto t0 = Clock::now();
-    Status st = impl->Stream(p.size, p.stream_messages, window);
-    const auto t1 = Clock::now();
-    if (!st.ok()) return st;
-    if (rep == 0) continue;  // untimed warm-up burst
-    bps.push_back(static_cast<double>(p.size) * p.stream_messages /
-                  Seconds(t0, t1));
+Status Burst(const SizePlan& p, uint32_t window, bool timed,
+             Accumulator* acc) {
+  const auto t0 = Clock::now();
+  Status st = acc->impl->Stream(p.size, p.stream_messages, window);
+  const auto t1 = Clock::now();
+  if (!st.ok()) return st;
+  if (timed) {
+    acc->stream_Bps.push_back(
+        static_cast<double>(p.size) * p.stream_messages /
+        std::chrono::duration<double>(t1 - t0).count());
   }
-  out->stream_Bps = Summarize(&bps);
   return Status();
 }
+
+void Finish(const SizePlan& p, Accumulator* acc) {
+  ImplResult* out = acc->result;
+  const double n = static_cast<double>(acc->rtt_ns.size());
+  out->rtt_ns = Summarize(&acc->rtt_ns);
+  out->bw_rtt_Bps = 2.0 * static_cast<double>(p.size) /
+                    (out->rtt_ns.median * 1e-9);
+  out->stream_Bps = Summarize(&acc->stream_Bps);
+  out->calls_per_rt = static_cast<double>(acc->counters.calls) / n;
+  out->waits_per_rt = static_cast<double>(acc->counters.waits) / n;
+  out->user_ns_per_rt = acc->cpu.user_ns / n;
+  out->sys_ns_per_rt = acc->cpu.sys_ns / n;
+}
+
+// Which implementation goes first in round `round` of size `index`: it
+// alternates, so neither always inherits the other's warm caches or TCP
+// state. The peer computes the same order.
+bool RawFirst(size_t index, uint32_t round) { return (index + round) % 2 == 0; }
 
 }  // namespace
 
@@ -92,49 +112,60 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
                    PingPongClient* raw, PingPongClient* ferry,
                    BufferSet* buffers, SizeResult* out) {
   out->plan = p;
-  struct Side {
-    PingPongClient* impl;
-    ImplResult* result;
-    const char* label;
-  };
-  Side order[2] = {{raw, &out->raw, "raw tcp"}, {ferry, &out->ferry, "ferry"}};
-  if (index % 2 == 1) std::swap(order[0], order[1]);
-  for (const Side& s : order) {
-    if (s.impl == nullptr) continue;  // --only
-    Status st = RoundTrips(p, s.impl, buffers, s.label, s.result);
-    if (!st.ok()) return st;
+  Accumulator sides[2];
+  sides[0] = {raw, &out->raw, "raw tcp", {}, {}, {}, {0, 0}};
+  sides[1] = {ferry, &out->ferry, "ferry", {}, {}, {}, {0, 0}};
+  for (Accumulator& a : sides) a.rtt_ns.reserve(p.iters);
+  for (uint32_t round = 0; round < p.rounds; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      Accumulator& a = sides[RawFirst(index, round) ? k : 1 - k];
+      if (a.impl == nullptr) continue;  // --only
+      Status st = RoundTrips(p, ItersInRound(p, round), buffers, &a);
+      if (!st.ok()) return st;
+    }
   }
-  if (p.stream_messages == 0) return Status();
-  for (const Side& s : order) {
-    if (s.impl == nullptr) continue;
-    Status st = Streams(p, window, s.impl, s.result);
-    if (!st.ok()) return st;
+  // Streaming: one untimed burst each, then timed bursts alternating.
+  for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps;
+       ++rep) {
+    for (int k = 0; k < 2; ++k) {
+      Accumulator& a = sides[RawFirst(index, rep) ? k : 1 - k];
+      if (a.impl == nullptr) continue;
+      Status st = Burst(p, window, rep > 0, &a);
+      if (!st.ok()) return st;
+    }
+  }
+  for (Accumulator& a : sides) {
+    if (a.impl != nullptr) Finish(p, &a);
   }
   return Status();
 }
 
 Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
                  PingPongServer* raw, PingPongServer* ferry) {
-  PingPongServer* order[2] = {raw, ferry};
-  if (index % 2 == 1) std::swap(order[0], order[1]);
-  for (PingPongServer* impl : order) {
-    if (impl == nullptr) continue;  // --only
-    for (uint32_t i = 0; i < p.warmup + p.iters; ++i) {
-      Status st = impl->Echo(p.size);
+  PingPongServer* sides[2] = {raw, ferry};
+  for (uint32_t round = 0; round < p.rounds; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      PingPongServer* impl = sides[RawFirst(index, round) ? k : 1 - k];
+      if (impl == nullptr) continue;  // --only
+      const uint32_t n = p.warmup + ItersInRound(p, round);
+      for (uint32_t i = 0; i < n; ++i) {
+        Status st = impl->Echo(p.size);
+        if (!st.ok()) return st;
+      }
+      // Its last reply must leave before the other implementation runs.
+      Status st = impl->Flush();
       if (!st.ok()) return st;
     }
-    Status st = impl->Flush();
-    if (!st.ok()) return st;
   }
-  if (p.stream_messages == 0) return Status();
-  for (PingPongServer* impl : order) {
-    if (impl == nullptr) continue;
-    for (uint32_t rep = 0; rep <= p.stream_reps; ++rep) {
+  for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps;
+       ++rep) {
+    for (int k = 0; k < 2; ++k) {
+      PingPongServer* impl = sides[RawFirst(index, rep) ? k : 1 - k];
+      if (impl == nullptr) continue;
       Status st = impl->StreamSink(p.size, p.stream_messages, window);
+      if (st.ok()) st = impl->Flush();
       if (!st.ok()) return st;
     }
-    Status st = impl->Flush();
-    if (!st.ok()) return st;
   }
   return Status();
 }

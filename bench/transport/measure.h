@@ -1,12 +1,14 @@
 // The one measurement loop both implementations go through. For every size
 // of the plan the client runs, in this order, with the peer mirroring it:
-//   1. round trips: `warmup` untimed, then `iters` each timed on its own
-//      (steady_clock around RoundTrip), raw and ferry one after the other
-//      (which goes first alternates by size, so neither always inherits the
-//      other's warm caches or TCP state);
-//   2. for streamed sizes: one untimed burst, then `stream_reps` timed bursts
-//      of `stream_messages` messages, raw and ferry likewise.
-// The echo is checked byte for byte after the timed round trips.
+//   1. `rounds` rounds of round trips; in each, raw and then ferry (or ferry
+//      and then raw: the order alternates by round and by size) run `warmup`
+//      untimed round trips and their share of `iters` timed ones, each timed
+//      on its own (steady_clock around RoundTrip). Alternating in rounds
+//      means a drift of the machine (another tenant, frequency, the host)
+//      lands on both columns alike instead of on whichever ran second;
+//   2. for streamed sizes: one untimed burst each, then `stream_reps` timed
+//      bursts of `stream_messages` messages, raw and ferry alternating.
+// The echo is checked byte for byte after every round.
 #pragma once
 
 #include "common/status.h"

@@ -88,6 +88,9 @@ std::string Usage() {
       "                      sizes get fewer: see --budget, never fewer than 20)\n"
       "  --budget BYTES      bytes per direction per size and side for the\n"
       "                      timed round trips (default 1G)\n"
+      "  --rounds N          split each size's round trips into N rounds,\n"
+      "                      raw and ferry alternating, so slow drifts of the\n"
+      "                      machine hit both alike (default 4)\n"
       "  --mode busy|sleep|both\n"
       "                      busy: spin on progress() / non-blocking recv;\n"
       "                      sleep: poll() the wakeup fd / the socket\n"
@@ -135,6 +138,11 @@ StatusOr<Options> ParseOptions(int argc, char** argv) {
       }
       o.iters = static_cast<uint32_t>(n);
       o.min_iters = std::min(o.min_iters, o.iters);
+    } else if (arg == "--rounds") {
+      if (!value(&v) || !ParseUint(v, &n) || n == 0 || n > 1000) {
+        return Bad("--rounds needs a count between 1 and 1000");
+      }
+      o.rounds = static_cast<uint32_t>(n);
     } else if (arg == "--budget") {
       if (!value(&v) || !ParseSize(v, &o.budget) || o.budget == 0) {
         return Bad("--budget needs a size such as 1G");
@@ -231,6 +239,7 @@ std::vector<std::string> PeerArgs(const Options& o) {
       "--sizes", sizes,
       "--iters", std::to_string(o.iters),
       "--budget", std::to_string(o.budget),
+      "--rounds", std::to_string(o.rounds),
       "--mode", mode,
       "--window", std::to_string(o.window),
       "--stream-min", std::to_string(o.stream_min),

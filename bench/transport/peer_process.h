@@ -5,7 +5,8 @@
 // not be two independent processes the way a client and a server are. Each
 // process pins itself to its own CPU, so the two busy-polling loops never
 // share a core. A socketpair carries a few control lines between them
-// (listener addresses, "done"); all measured traffic goes over TCP.
+// (listener addresses, "finished", "done"); all measured traffic goes over
+// TCP.
 #pragma once
 
 #include "common/status.h"

@@ -163,11 +163,13 @@ void PrintSuite(std::FILE* out, const RunInfo& run, const SuiteResult& s) {
                "load average before/after: %.2f / %.2f (1 min); %.1f s\n",
                s.loadavg_before[0], s.loadavg_after[0], s.seconds);
   std::fprintf(out,
-               "round trip (us): median and p99 of n timed round trips; "
-               "rt bw = 2*size/median round trip;\n"
+               "round trip (us): median and p99 of n timed round trips (raw "
+               "and ferry alternating in %u rounds);\n"
+               "rt bw = 2*size/median round trip; "
                "stream bw = median of %u bursts with %u messages in flight "
                "(raw: back-to-back writes); MB/s = 1e6 B/s\n",
-               run.options.stream_reps, run.options.window);
+               run.options.rounds, run.options.stream_reps,
+               run.options.window);
   std::fprintf(out,
                "%6s %6s | %9s %9s | %9s %9s | %5s %5s | %8s %8s %5s | %8s "
                "%8s %5s\n",
@@ -268,6 +270,7 @@ Status WriteJson(const std::string& path, const RunInfo& run,
   j.Key("stream_min"); j.Int(o.stream_min);
   j.Key("budget_bytes"); j.Int(o.budget);
   j.Key("iters_cap"); j.Int(o.iters);
+  j.Key("rounds"); j.Int(o.rounds);
   if (!o.only.empty()) {
     j.Key("only");
     j.Str(o.only);
@@ -296,7 +299,8 @@ Status WriteJson(const std::string& path, const RunInfo& run,
       j.Open('{');
       j.Key("size"); j.Int(r.plan.size);
       j.Key("iters"); j.Int(r.plan.iters);
-      j.Key("warmup"); j.Int(r.plan.warmup);
+      j.Key("warmup_per_round"); j.Int(r.plan.warmup);
+      j.Key("rounds"); j.Int(r.plan.rounds);
       if (streamed) {
         j.Key("stream_messages"); j.Int(r.plan.stream_messages);
         j.Key("stream_reps"); j.Int(r.plan.stream_reps);

@@ -65,7 +65,13 @@ fs::path CoreBinaryDir() {
   boost::dll::fs::error_code ec;
   fs::path where = boost::dll::symbol_location_ptr(
                        reinterpret_cast<const void*>(&PinnedLibraries), ec);
-  if (ec || where.empty()) return {};
+  if (ec || where.empty() || !where.has_parent_path()) {
+    // dladdr reports a bare argv[0] for a program started from PATH: ask
+    // for the executable's real location instead.
+    ec.clear();
+    where = boost::dll::program_location(ec);
+    if (ec || where.empty()) return {};
+  }
   return where.parent_path();
 }
 
