@@ -1,29 +1,15 @@
-// ferry_fabric::Status: a transport.h status code plus the message that tells
-// the user what happened. Internal functions return it; the entry points copy
-// it into the caller's error buffer, connections turn it into event messages.
+// ferry_fabric::Status and its helpers: the shared plugin status type
+// (plugins/common/ferry_plugin/status.h) under this plugin's namespace.
 #pragma once
 
-#include <ferry/transport.h>
+#include "ferry_plugin/status.h"
 
 #include <string>
-#include <utility>
 
 namespace ferry_fabric {
 
-struct Status {
-  ferry_status_t code = FERRY_OK;
-  std::string message;  // non-empty whenever code != FERRY_OK
-
-  Status() = default;
-  Status(ferry_status_t c, std::string m) : code(c), message(std::move(m)) {}
-  bool ok() const { return code == FERRY_OK; }
-};
-
-// printf into a std::string (error and setup paths only).
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-
-// Error(FERRY_INVALID_ARGUMENT, "fabric: ...", ...).
-Status Error(ferry_status_t code, const char* fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+using ferry_plugin::Error;
+using ferry_plugin::Format;
+using ferry_plugin::Status;
 
 }  // namespace ferry_fabric

@@ -1,18 +1,14 @@
-// Logging through the host's log service (the only way a plugin may talk to
-// the host outside the vtable). The table comes from negotiation and lives
-// until process exit, so one process-wide pointer is enough.
+// Logging through the host (plugins log only through ferry_host_services_t).
 #pragma once
 
-#include <ferry/transport.h>
+#include "ferry_plugin/host.h"
 
 namespace ferry_shm {
 
-void SetHostServices(const ferry_host_services_t* host);
-const ferry_host_services_t* HostServices();
+using ferry_plugin::HostServices;
+using ferry_plugin::SetHostServices;
 
 }  // namespace ferry_shm
 
-// SHM_LOG(FERRY_LOG_WARN, "fmt", ...): formatted only when the host's level
-// lets the line through.
 #define SHM_LOG(level, ...) \
-  ferry_host_logf(::ferry_shm::HostServices(), (level), "shm", __VA_ARGS__)
+  ferry_host_logf(::ferry_plugin::HostServices(), (level), "shm", __VA_ARGS__)

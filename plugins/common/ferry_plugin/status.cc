@@ -1,21 +1,21 @@
-#include "status.h"
+#include "ferry_plugin/status.h"
 
 #include <cstdarg>
 #include <cstdio>
 
-namespace ferry_fabric {
+namespace ferry_plugin {
 namespace {
 
 std::string VFormat(const char* fmt, va_list ap) {
   char small[256];
   va_list copy;
   va_copy(copy, ap);
-  int n = vsnprintf(small, sizeof small, fmt, copy);
+  int n = std::vsnprintf(small, sizeof small, fmt, copy);
   va_end(copy);
   if (n < 0) return std::string(fmt);
-  if (static_cast<size_t>(n) < sizeof small) return std::string(small, n);
+  if (static_cast<size_t>(n) < sizeof small) return std::string(small, static_cast<size_t>(n));
   std::string out(static_cast<size_t>(n) + 1, '\0');
-  vsnprintf(out.data(), out.size(), fmt, ap);
+  std::vsnprintf(out.data(), out.size(), fmt, ap);
   out.resize(static_cast<size_t>(n));
   return out;
 }
@@ -35,8 +35,8 @@ Status Error(ferry_status_t code, const char* fmt, ...) {
   va_start(ap, fmt);
   std::string s = VFormat(fmt, ap);
   va_end(ap);
-  if (s.empty()) s = "fabric: operation failed";
+  if (s.empty()) s = "operation failed";
   return Status(code, std::move(s));
 }
 
-}  // namespace ferry_fabric
+}  // namespace ferry_plugin

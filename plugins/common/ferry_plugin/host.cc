@@ -1,8 +1,8 @@
-#include "log.h"
+#include "ferry_plugin/host.h"
 
 #include <atomic>
 
-namespace ferry_shm {
+namespace ferry_plugin {
 namespace {
 std::atomic<const ferry_host_services_t*> g_host{nullptr};
 }  // namespace
@@ -15,4 +15,4 @@ const ferry_host_services_t* HostServices() {
   return g_host.load(std::memory_order_acquire);
 }
 
-}  // namespace ferry_shm
+}  // namespace ferry_plugin
