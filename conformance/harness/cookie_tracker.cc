@@ -135,11 +135,12 @@ std::string CookieTracker::MessageOf(void* cookie) const {
   return it == records_.end() ? std::string() : it->second.message;
 }
 
-size_t CookieTracker::Pending(ferry_conn_t* conn) const {
+size_t CookieTracker::Pending(ferry_conn_t* conn, bool include_posting) const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (const auto& [cookie, r] : records_) {
-    if ((r.state == State::kPending || r.state == State::kPosting) &&
+    if ((r.state == State::kPending ||
+         (include_posting && r.state == State::kPosting)) &&
         (conn == nullptr || r.conn == conn)) {
       ++n;
     }
@@ -148,11 +149,12 @@ size_t CookieTracker::Pending(ferry_conn_t* conn) const {
 }
 
 std::vector<std::string> CookieTracker::DescribePending(
-    ferry_conn_t* conn) const {
+    ferry_conn_t* conn, bool include_posting) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
   for (const auto& [cookie, r] : records_) {
-    if ((r.state == State::kPending || r.state == State::kPosting) &&
+    if ((r.state == State::kPending ||
+         (include_posting && r.state == State::kPosting)) &&
         (conn == nullptr || r.conn == conn)) {
       std::ostringstream line;
       line << OpKindName(r.kind) << " " << CookieName(cookie) << " on conn "

@@ -98,7 +98,6 @@ TEST_P(ConcurrencyTest, CloseWhilePosting) {
   std::atomic<int> posters_left{kThreads};
   std::atomic<bool> close_starting{false};  // set before close(): a refusal
                                             // after it is legitimate
-  std::atomic<bool> close_called{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -126,11 +125,12 @@ TEST_P(ConcurrencyTest, CloseWhilePosting) {
     while (posted < 100 && posters_left > 0) std::this_thread::yield();
     close_starting = true;
     CloseConn(link.client);  // from its own thread, racing the posters
-    close_called = true;
   });
-  // Progress until close() has been called. Then stop until the posters have
-  // stopped: CLOSED invalidates the handle they are still passing to send().
-  pump().RunUntil([&] { return close_called.load(); }, milliseconds(30000),
+  // Progress until close() is about to be called, then stop until the
+  // posters have stopped: CLOSED invalidates the handle they are still
+  // passing to send(). (A progress() already running may still return
+  // CLOSED; the pump then judges only posts whose call has returned.)
+  pump().RunUntil([&] { return close_starting.load(); }, milliseconds(30000),
                   "the closing thread to call close()");
   for (std::thread& th : threads) th.join();
   tracker().SetConcurrent(false);
