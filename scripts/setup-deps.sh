@@ -7,6 +7,7 @@ packages=(
   g++ gcc cmake ninja-build pkg-config make
   libboost-dev              # Boost.DLL (plugin loader), header-only
   libdlpack-dev             # DLPack device codes, checked against the ABI
+  libssl-dev                # HMAC-SHA256 for the job secret (connection auth)
   nlohmann-json3-dev        # JSON reports (ferry info, conformance, bench)
   libgtest-dev libgmock-dev # conformance suite and unit tests
   libbenchmark-dev

@@ -1,0 +1,282 @@
+/* ferry.h — the public C API of the ferry core: workers, calls, futures,
+ * remote references (RRefs) and tensors.
+ *
+ * Version 0.1 (FERRY_API_VERSION_*). The same compatibility rules as the
+ * transport ABI (docs/abi.md): structs carry struct_size first and only grow
+ * at the end; a caller sets struct_size to the size it was compiled with.
+ * C99; every function is thread-safe unless it says otherwise.
+ *
+ * Errors: functions return a ferry_status_t (codes from ferry/transport.h:
+ * FERRY_OK, FERRY_NOT_FOUND, FERRY_DEADLINE_EXCEEDED, FERRY_PEER_GONE, ...).
+ * On failure, ferry_last_error() returns a message for the calling thread
+ * that says what happened and what to do; it stays valid until the thread's
+ * next ferry call.
+ *
+ * Ownership is written beside every pointer:
+ *   - "owned: released with ferry_X_release" — the caller must release it;
+ *   - "taken" — ferry takes ownership even when the call fails;
+ *   - "borrowed" — valid for the call (or for the stated lifetime) only.
+ * Tensors are DLPack managed tensors (DLPack 0.6 `DLManagedTensor`): a
+ * tensor given to ferry is taken, and its deleter is called exactly once,
+ * after its bytes left (or the call failed); ferry never writes to it.
+ * A tensor ferry gives out is the caller's, released with its deleter.
+ */
+#ifndef FERRY_FERRY_H_
+#define FERRY_FERRY_H_
+
+#include <ferry/transport.h>
+#include <dlpack/dlpack.h>
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FERRY_API_VERSION_MAJOR 0
+#define FERRY_API_VERSION_MINOR 1
+
+/* The library's version of this API; a program built against a newer minor
+ * can check it at run time. */
+uint32_t ferry_api_version(void); /* (major << 16) | minor */
+
+typedef struct ferry_worker ferry_worker_t;   /* owned: ferry_worker_destroy */
+typedef struct ferry_future ferry_future_t;   /* owned: ferry_future_release */
+typedef struct ferry_rref ferry_rref_t;       /* owned: ferry_rref_release */
+typedef struct ferry_message ferry_message_t; /* owned: ferry_message_release */
+typedef struct ferry_call ferry_call_t;       /* an incoming call; answered
+                                                 exactly once, see below */
+
+/* The calling thread's last error message ("" when none). Borrowed: valid
+ * until this thread's next ferry call. */
+const char* ferry_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Workers and membership                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ferry_worker_options {
+  uint32_t struct_size;      /* FERRY_WORKER_OPTIONS_STRUCT_SIZE */
+  uint32_t flags;            /* FERRY_WORKER_* */
+  const char* name;          /* borrowed: unique among live workers */
+  const char* job;           /* borrowed: NULL = FERRY_JOB or "default" */
+  /* borrowed: a plugin name ("tcp", "shm", ...), a comma list in preference
+   * order, or "auto" (every plugin found; per peer the highest priority one
+   * both share in one domain). NULL = FERRY_TRANSPORT or "tcp". */
+  const char* transport;
+  /* borrowed: the rendezvous store, "host:port". NULL = FERRY_STORE. With
+   * FERRY_WORKER_HOST_STORE this worker hosts it there (port 0 = any). */
+  const char* store_address;
+  /* borrowed: the job secret. NULL = the contents of FERRY_SECRET_FILE, or
+   * FERRY_SECRET. With none at all, every connection uses an empty secret
+   * and the worker logs a warning: fine on a laptop, not on a cluster. */
+  const char* secret;
+  uint32_t default_timeout_ms; /* per call; 0 = 30000 */
+  uint32_t peer_timeout_ms;    /* heartbeat loss => peer gone; 0 = 3000 */
+  uint32_t join_timeout_ms;    /* reaching the store; 0 = 10000 */
+  uint32_t executor_threads;   /* for FERRY_HANDLER_MAY_BLOCK; 0 = 4 */
+} ferry_worker_options_t;
+#define FERRY_WORKER_OPTIONS_STRUCT_SIZE \
+  FERRY_STRUCT_SIZE(ferry_worker_options_t, executor_threads)
+
+#define FERRY_WORKER_HOST_STORE ((uint32_t)1 << 0) /* embed the store here */
+#define FERRY_WORKER_BUSY_POLL ((uint32_t)1 << 1)  /* spin, never sleep */
+
+/* Starts a worker and joins the job: never waits for other workers. */
+ferry_status_t ferry_worker_start(const ferry_worker_options_t* options,
+                                  ferry_worker_t** out /* owned */);
+/* Graceful leave: stops taking calls, answers those it is running (waits
+ * at most timeout_ms for them), fails its own pending calls with
+ * FERRY_CANCELLED, releases its RRefs, tells the store it leaves, and
+ * closes. Never waits for other workers' work. Idempotent. */
+ferry_status_t ferry_worker_shutdown(ferry_worker_t* w, uint32_t timeout_ms);
+/* Shuts down (timeout 0 if not done yet) and frees the worker. Futures and
+ * RRefs still held stay valid objects that report FERRY_CANCELLED. */
+void ferry_worker_destroy(ferry_worker_t* w);
+
+uint64_t ferry_worker_id(const ferry_worker_t* w);
+/* Borrowed: valid while `w` lives. */
+const char* ferry_worker_name(const ferry_worker_t* w);
+/* The address of the store this worker hosts or joined. Borrowed. */
+const char* ferry_worker_store_address(const ferry_worker_t* w);
+
+#define FERRY_MEMBER_ALIVE 1
+#define FERRY_MEMBER_LEFT 2  /* left gracefully */
+#define FERRY_MEMBER_GONE 3  /* died, or stopped answering heartbeats */
+
+typedef struct ferry_member {
+  uint32_t struct_size;
+  int32_t state;         /* FERRY_MEMBER_* */
+  uint64_t id;           /* stable for a name within a job */
+  uint64_t incarnation;  /* grows each time the name joins again */
+  const char* name;      /* borrowed: for the call / the callback */
+  const char* transport; /* borrowed: plugin reaching it, "" if not yet
+                            connected, "self" for this worker */
+} ferry_member_t;
+#define FERRY_MEMBER_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_member_t, transport)
+
+/* Fills up to `capacity` members (every worker this one knows, itself
+ * included, live ones first) and sets *count to how many there are. */
+ferry_status_t ferry_worker_members(ferry_worker_t* w, ferry_member_t* out,
+                                    uint32_t capacity, uint32_t* count);
+/* Waits until at least `n` workers (this one included) are alive. */
+ferry_status_t ferry_wait_for_workers(ferry_worker_t* w, uint32_t n,
+                                      uint32_t timeout_ms);
+
+/* Called when a member joins, leaves or is gone. Runs on a ferry thread;
+ * must not block (no waits on futures). */
+typedef void (*ferry_member_fn)(void* user_data, const ferry_member_t* member);
+ferry_status_t ferry_on_membership(ferry_worker_t* w, ferry_member_fn fn,
+                                   void* user_data);
+
+/* ------------------------------------------------------------------------ */
+/* Payloads                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* What a call carries, either way: bytes, tensors and RRefs. */
+typedef struct ferry_payload {
+  uint32_t struct_size;     /* FERRY_PAYLOAD_STRUCT_SIZE */
+  uint32_t num_tensors;
+  const void* bytes;        /* borrowed for the call (copied) */
+  uint64_t num_bytes;
+  /* taken: each tensor's deleter runs exactly once, once sent (or at once
+   * when the call fails). Contiguous (strides NULL or compact), on a device
+   * the route carries (host memory always). */
+  DLManagedTensor** tensors;
+  /* borrowed: RRefs passed along (each becomes a new fork at the
+   * receiver); the caller keeps its own handles. */
+  ferry_rref_t* const* rrefs;
+  uint32_t num_rrefs;
+  uint32_t reserved;
+} ferry_payload_t;
+#define FERRY_PAYLOAD_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_payload_t, reserved)
+
+/* A received payload's parts. */
+const void* ferry_message_bytes(const ferry_message_t* m, uint64_t* num_bytes);
+uint32_t ferry_message_num_tensors(const ferry_message_t* m);
+/* Owned by the caller afterwards (call its deleter); NULL if already taken
+ * or out of range. */
+DLManagedTensor* ferry_message_take_tensor(ferry_message_t* m, uint32_t i);
+uint32_t ferry_message_num_rrefs(const ferry_message_t* m);
+/* Owned afterwards (ferry_rref_release); NULL if taken or out of range. */
+ferry_rref_t* ferry_message_take_rref(ferry_message_t* m, uint32_t i);
+void ferry_message_release(ferry_message_t* m); /* untaken parts freed */
+
+/* ------------------------------------------------------------------------ */
+/* Functions and calls                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* A registered function. `args` is borrowed for the handler's run (take
+ * tensors and RRefs out of it to keep them). The handler answers `call`
+ * exactly once, with ferry_call_reply or ferry_call_fail, before returning
+ * or later from any thread (asynchronous execution). */
+typedef void (*ferry_handler_fn)(void* user_data, ferry_call_t* call,
+                                 ferry_message_t* args);
+
+/* The handler may block (wait on futures, sleep, do I/O): it runs on the
+ * worker's executor threads. Without it, it runs on the thread that
+ * received the call, which is the fastest path and must not block. */
+#define FERRY_HANDLER_MAY_BLOCK ((uint32_t)1 << 0)
+
+ferry_status_t ferry_register(ferry_worker_t* w, const char* name,
+                              ferry_handler_fn fn, void* user_data,
+                              uint32_t flags);
+
+/* Answer a call. `result` may be NULL (empty). Returns FERRY_FAILED_PRECONDITION
+ * if the call was answered already. Either frees `call`. */
+ferry_status_t ferry_call_reply(ferry_call_t* call, const ferry_payload_t* result);
+ferry_status_t ferry_call_fail(ferry_call_t* call, ferry_status_t code,
+                               const char* message);
+/* The caller's member id and name (borrowed, until the call is answered). */
+uint64_t ferry_call_caller_id(const ferry_call_t* call);
+const char* ferry_call_caller_name(const ferry_call_t* call);
+
+/* Target a worker by name ("worker1") or by id ("#3"). A name not known
+ * yet is waited for within the call's timeout (a worker may join late).
+ * timeout_ms 0 = the worker's default. */
+ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to,
+                               const char* function, const ferry_payload_t* args,
+                               uint32_t timeout_ms, ferry_future_t** out);
+/* rpc_async + wait. On success *result is owned by the caller. On a remote
+ * failure the status and message are the remote ones. */
+ferry_status_t ferry_rpc_sync(ferry_worker_t* w, const char* to,
+                              const char* function, const ferry_payload_t* args,
+                              uint32_t timeout_ms, ferry_message_t** result);
+/* Runs `function` on `to` and keeps its result there; returns at once with
+ * a UserRRef (owner `to`). The function's failure surfaces in to_here. */
+ferry_status_t ferry_remote(ferry_worker_t* w, const char* to,
+                            const char* function, const ferry_payload_t* args,
+                            uint32_t timeout_ms, ferry_rref_t** out);
+
+/* ------------------------------------------------------------------------ */
+/* Futures                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* FERRY_OK once done, FERRY_DEADLINE_EXCEEDED if still pending after
+ * timeout_ms (UINT32_MAX = no limit). While it waits, this thread drives
+ * the worker's progress itself. */
+ferry_status_t ferry_future_wait(ferry_future_t* f, uint32_t timeout_ms);
+int ferry_future_is_done(const ferry_future_t* f);
+/* The outcome: FERRY_UNAVAILABLE... while pending. *message borrowed (valid
+ * while f lives), may be NULL. */
+ferry_status_t ferry_future_status(const ferry_future_t* f, const char** message);
+/* The value, once done and OK; owned afterwards. FERRY_FAILED_PRECONDITION
+ * if pending, failed, or taken already. */
+ferry_status_t ferry_future_take(ferry_future_t* f, ferry_message_t** out);
+/* Runs fn once the future is done (at once, on this thread, if it is),
+ * else on the thread that completes it: must not block. */
+typedef void (*ferry_future_fn)(void* user_data, ferry_future_t* f);
+ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn,
+                                 void* user_data);
+void ferry_future_release(ferry_future_t* f);
+
+/* ------------------------------------------------------------------------ */
+/* RRefs (docs/protocol.md)                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A local value wrapped as an OwnerRRef on this worker (torch's RRef(x)). */
+ferry_status_t ferry_rref_create(ferry_worker_t* w, const ferry_payload_t* value,
+                                 ferry_rref_t** out);
+int ferry_rref_is_owner(const ferry_rref_t* r);
+uint64_t ferry_rref_owner_id(const ferry_rref_t* r);
+/* The RRefId and ForkId as "worker:counter" strings, for logs. */
+void ferry_rref_ids(const ferry_rref_t* r, char* rref_id, char* fork_id,
+                    uint32_t capacity);
+/* A copy of the value, fetched from the owner. */
+ferry_status_t ferry_rref_to_here(ferry_rref_t* r, uint32_t timeout_ms,
+                                  ferry_message_t** out);
+/* Owner only: the value in place. *bytes points at the owner's bytes,
+ * writable in place (borrowed while the RRef lives); the tensors' data can
+ * be written in place too. FERRY_FAILED_PRECONDITION on a user. Waits up to
+ * timeout_ms for a remote() result still being computed. */
+ferry_status_t ferry_rref_local_value(ferry_rref_t* r, uint32_t timeout_ms,
+                                      void** bytes, uint64_t* num_bytes,
+                                      DLTensor** tensors, uint32_t* num_tensors);
+/* Owner only: replaces the value. */
+ferry_status_t ferry_rref_set_local_value(ferry_rref_t* r,
+                                          const ferry_payload_t* value);
+void ferry_rref_release(ferry_rref_t* r);
+
+/* ------------------------------------------------------------------------ */
+/* Introspection (tests, monitoring)                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ferry_worker_stats {
+  uint32_t struct_size;
+  uint32_t reserved;
+  uint64_t owned_rrefs;       /* OwnerRRefs alive here */
+  uint64_t user_rrefs;        /* UserRRefs alive here (incl. awaiting delete) */
+  uint64_t pending_children;  /* forks sent, not yet confirmed (G2) */
+  uint64_t pending_controls;  /* RRef control messages not yet acknowledged */
+  uint64_t pending_calls;     /* calls sent, not answered */
+  uint64_t refused_connections; /* bad secret, wrong job, ... */
+} ferry_worker_stats_t;
+#define FERRY_WORKER_STATS_STRUCT_SIZE \
+  FERRY_STRUCT_SIZE(ferry_worker_stats_t, refused_connections)
+ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FERRY_FERRY_H_ */

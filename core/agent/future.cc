@@ -1,0 +1,49 @@
+// ferry::Future (future.h).
+#include "agent/future.h"
+
+#include "engine/engine.h"
+
+namespace ferry {
+
+bool Future::Complete(Status status, Value value) {
+  std::vector<std::function<void()>> then;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (done_.load(std::memory_order_relaxed)) return false;
+    status_ = std::move(status);
+    value_ = std::move(value);
+    then.swap(then_);
+    done_.store(true, std::memory_order_release);
+  }
+  for (auto& fn : then) fn();
+  if (engine_ != nullptr) engine_->NotifyWaiters();
+  return true;
+}
+
+bool Future::Wait(std::chrono::steady_clock::time_point deadline) {
+  if (done()) return true;
+  if (engine_ == nullptr) return false;
+  return engine_->WaitUntil([this] { return done(); }, deadline);
+}
+
+StatusOr<Value> Future::Take() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!done_.load()) return Status(FERRY_FAILED_PRECONDITION, "the call has not finished");
+  if (!status_.ok()) return status_;
+  if (taken_) return Status(FERRY_FAILED_PRECONDITION, "the value was taken already");
+  taken_ = true;
+  return std::move(value_);
+}
+
+void Future::Then(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!done_.load()) {
+      then_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
+}  // namespace ferry

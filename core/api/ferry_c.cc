@@ -1,0 +1,601 @@
+// The public C API (abi/include/ferry/ferry.h) over ferry::Agent. Every
+// entry point catches C++ exceptions: none crosses the C boundary.
+#include <ferry/ferry.h>
+
+#include "agent/agent.h"
+#include "common/log.h"
+#include "loader/plugin_loader.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using ferry::Agent;
+using ferry::Status;
+using ferry::Value;
+using std::chrono::milliseconds;
+
+struct ferry_worker {
+  std::shared_ptr<Agent> agent;
+  std::string name;
+  std::string store_address;
+};
+struct ferry_future {
+  std::shared_ptr<ferry::Future> future;
+  std::shared_ptr<Agent> agent;
+};
+struct ferry_rref {
+  std::shared_ptr<ferry::RRefHandle> handle;
+  std::shared_ptr<Agent> agent;
+};
+struct ferry_message {
+  Value value;
+  std::shared_ptr<Agent> agent;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+ferry_status_t Fail(const Status& s) {
+  last_error = s.message();
+  return s.code();
+}
+ferry_status_t Fail(ferry_status_t code, const std::string& message) {
+  last_error = message;
+  return code;
+}
+ferry_status_t Ok() {
+  last_error.clear();
+  return FERRY_OK;
+}
+
+#define FERRY_API_GUARD(...)                                               \
+  try {                                                                     \
+    __VA_ARGS__                                                             \
+  } catch (const std::exception& e) {                                       \
+    return Fail(FERRY_INTERNAL, std::string("internal error: ") + e.what()); \
+  }
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+ferry::StatusOr<Value> ToValue(const ferry_payload_t* p) {
+  Value v;
+  if (p == nullptr) return v;
+  if (p->struct_size < FERRY_STRUCT_SIZE(ferry_payload_t, num_bytes)) {
+    return Status(FERRY_INVALID_ARGUMENT, "ferry_payload_t.struct_size is too small: "
+                                          "set it to FERRY_PAYLOAD_STRUCT_SIZE");
+  }
+  if (p->num_bytes > 0 && p->bytes == nullptr) {
+    return Status(FERRY_INVALID_ARGUMENT, "payload has num_bytes > 0 but bytes is NULL");
+  }
+  if (p->num_bytes > 0) v.bytes.assign(static_cast<const char*>(p->bytes), p->num_bytes);
+  if (FERRY_FIELD_PRESENT(p, ferry_payload_t, tensors) && p->num_tensors > 0) {
+    if (p->tensors == nullptr) {
+      return Status(FERRY_INVALID_ARGUMENT, "payload has num_tensors > 0 but tensors is NULL");
+    }
+    v.tensors.assign(p->tensors, p->tensors + p->num_tensors);
+  }
+  if (FERRY_FIELD_PRESENT(p, ferry_payload_t, num_rrefs) && p->num_rrefs > 0) {
+    if (p->rrefs == nullptr) {
+      return Status(FERRY_INVALID_ARGUMENT, "payload has num_rrefs > 0 but rrefs is NULL");
+    }
+    for (uint32_t i = 0; i < p->num_rrefs; ++i) {
+      if (p->rrefs[i] == nullptr) {
+        return Status(FERRY_INVALID_ARGUMENT, "payload rref " + std::to_string(i) + " is NULL");
+      }
+      v.rrefs.push_back(p->rrefs[i]->handle);
+    }
+  }
+  return v;
+}
+
+// Tensors are taken even when the call fails early: free them.
+void DropTensors(const ferry_payload_t* p) {
+  if (p == nullptr || !FERRY_FIELD_PRESENT(p, ferry_payload_t, tensors) ||
+      p->tensors == nullptr) {
+    return;
+  }
+  for (uint32_t i = 0; i < p->num_tensors; ++i) {
+    if (p->tensors[i] != nullptr && p->tensors[i]->deleter != nullptr) {
+      p->tensors[i]->deleter(p->tensors[i]);
+    }
+  }
+}
+
+milliseconds Ms(uint32_t ms) { return milliseconds(ms); }
+
+}  // namespace
+
+extern "C" {
+
+uint32_t ferry_api_version(void) {
+  return (FERRY_API_VERSION_MAJOR << 16) | FERRY_API_VERSION_MINOR;
+}
+
+const char* ferry_last_error(void) { return last_error.c_str(); }
+
+ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_t** out) {
+  FERRY_API_GUARD({
+    if (o == nullptr || out == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_worker_start: options and out are required");
+    }
+    if (o->struct_size < FERRY_STRUCT_SIZE(ferry_worker_options_t, secret)) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_worker_options_t.struct_size is too small: set it to "
+                  "FERRY_WORKER_OPTIONS_STRUCT_SIZE");
+    }
+    ferry::AgentOptions ao;
+    ao.name = o->name ? o->name : "";
+    ao.job = o->job ? o->job : EnvOr("FERRY_JOB", "default");
+    const std::string transport =
+        o->transport ? o->transport : EnvOr("FERRY_TRANSPORT", "tcp");
+    bool auto_select = false;
+    ao.transports.clear();
+    if (transport == "auto") {
+      auto_select = true;
+      ferry::PluginLoader loader;
+      for (const auto& p : loader.LoadAll()) {
+        if (p->name() != "chaos") ao.transports.push_back(p->name());
+      }
+    } else {
+      std::stringstream ss(transport);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (!item.empty()) ao.transports.push_back(item);
+      }
+    }
+    if (ao.transports.empty()) {
+      return Fail(FERRY_NOT_FOUND, "no transport plugin to use (transport '" + transport +
+                                       "'): run `ferry info` to see what is found");
+    }
+    ao.store_address = o->store_address ? o->store_address : EnvOr("FERRY_STORE", "");
+    ao.host_store = (o->flags & FERRY_WORKER_HOST_STORE) != 0;
+    ao.busy_poll = (o->flags & FERRY_WORKER_BUSY_POLL) != 0;
+    if (o->secret != nullptr) {
+      ao.secret = o->secret;
+    } else if (const char* file = std::getenv("FERRY_SECRET_FILE"); file && *file) {
+      std::ifstream in(file, std::ios::binary);
+      if (!in) {
+        return Fail(FERRY_NOT_FOUND, std::string("FERRY_SECRET_FILE=") + file +
+                                         " cannot be read: check the path and permissions");
+      }
+      std::stringstream buf;
+      buf << in.rdbuf();
+      ao.secret = buf.str();
+      while (!ao.secret.empty() &&
+             (ao.secret.back() == '\n' || ao.secret.back() == '\r')) {
+        ao.secret.pop_back();
+      }
+    } else {
+      ao.secret = EnvOr("FERRY_SECRET", "");
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, default_timeout_ms) &&
+        o->default_timeout_ms) {
+      ao.default_timeout = Ms(o->default_timeout_ms);
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, peer_timeout_ms) &&
+        o->peer_timeout_ms) {
+      ao.peer_timeout = Ms(o->peer_timeout_ms);
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, join_timeout_ms) &&
+        o->join_timeout_ms) {
+      ao.join_timeout = Ms(o->join_timeout_ms);
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, executor_threads) &&
+        o->executor_threads) {
+      ao.executor_threads = o->executor_threads;
+    }
+    ao.auto_select = auto_select;
+    auto agent = Agent::Start(std::move(ao));
+    if (!agent.ok()) return Fail(agent.status());
+    auto* w = new ferry_worker();
+    w->agent = agent.value();
+    w->name = w->agent->name();
+    w->store_address = w->agent->store_address();
+    *out = w;
+    return Ok();
+  })
+}
+
+ferry_status_t ferry_worker_shutdown(ferry_worker_t* w, uint32_t timeout_ms) {
+  FERRY_API_GUARD({
+    if (w == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "worker is NULL");
+    return Fail(w->agent->Shutdown(Ms(timeout_ms)));
+  })
+}
+
+void ferry_worker_destroy(ferry_worker_t* w) {
+  if (w == nullptr) return;
+  try {
+    w->agent->Shutdown(Ms(0));
+  } catch (...) {
+  }
+  delete w;
+}
+
+uint64_t ferry_worker_id(const ferry_worker_t* w) { return w ? w->agent->id() : 0; }
+const char* ferry_worker_name(const ferry_worker_t* w) { return w ? w->name.c_str() : ""; }
+const char* ferry_worker_store_address(const ferry_worker_t* w) {
+  return w ? w->store_address.c_str() : "";
+}
+
+ferry_status_t ferry_worker_members(ferry_worker_t* w, ferry_member_t* out, uint32_t capacity,
+                                    uint32_t* count) {
+  FERRY_API_GUARD({
+    if (w == nullptr || count == nullptr || (capacity > 0 && out == nullptr)) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_worker_members: worker, out and count needed");
+    }
+    // Strings must outlive the call: keep the last answer per thread.
+    static thread_local std::vector<ferry::MemberInfo> keep;
+    keep = w->agent->Members();
+    *count = static_cast<uint32_t>(keep.size());
+    for (uint32_t i = 0; i < capacity && i < keep.size(); ++i) {
+      out[i].struct_size = FERRY_MEMBER_STRUCT_SIZE;
+      out[i].state = static_cast<int32_t>(keep[i].state);
+      out[i].id = keep[i].id;
+      out[i].incarnation = keep[i].incarnation;
+      out[i].name = keep[i].name.c_str();
+      out[i].transport = keep[i].transport.c_str();
+    }
+    return Ok();
+  })
+}
+
+ferry_status_t ferry_wait_for_workers(ferry_worker_t* w, uint32_t n, uint32_t timeout_ms) {
+  FERRY_API_GUARD({
+    if (w == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "worker is NULL");
+    return Fail(w->agent->WaitForWorkers(n, Ms(timeout_ms)));
+  })
+}
+
+ferry_status_t ferry_on_membership(ferry_worker_t* w, ferry_member_fn fn, void* user_data) {
+  FERRY_API_GUARD({
+    if (w == nullptr || fn == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_on_membership: worker and fn needed");
+    }
+    std::weak_ptr<Agent> weak = w->agent;
+    w->agent->OnMembership([fn, user_data, weak](const ferry::MemberInfo& m) {
+      std::string transport = m.transport;
+      if (auto a = weak.lock(); a && transport.empty() && m.id != a->id()) {
+        transport = a->engine().RouteTo(m.id);
+      }
+      ferry_member_t c{};
+      c.struct_size = FERRY_MEMBER_STRUCT_SIZE;
+      c.state = static_cast<int32_t>(m.state);
+      c.id = m.id;
+      c.incarnation = m.incarnation;
+      c.name = m.name.c_str();
+      c.transport = transport.c_str();
+      fn(user_data, &c);
+    });
+    return Ok();
+  })
+}
+
+// ---- messages ---------------------------------------------------------------
+
+const void* ferry_message_bytes(const ferry_message_t* m, uint64_t* num_bytes) {
+  if (m == nullptr) {
+    if (num_bytes) *num_bytes = 0;
+    return nullptr;
+  }
+  if (num_bytes) *num_bytes = m->value.bytes.size();
+  return m->value.bytes.data();
+}
+uint32_t ferry_message_num_tensors(const ferry_message_t* m) {
+  return m ? static_cast<uint32_t>(m->value.tensors.size()) : 0;
+}
+DLManagedTensor* ferry_message_take_tensor(ferry_message_t* m, uint32_t i) {
+  if (m == nullptr || i >= m->value.tensors.size()) return nullptr;
+  DLManagedTensor* t = m->value.tensors[i];
+  m->value.tensors[i] = nullptr;
+  return t;
+}
+uint32_t ferry_message_num_rrefs(const ferry_message_t* m) {
+  return m ? static_cast<uint32_t>(m->value.rrefs.size()) : 0;
+}
+ferry_rref_t* ferry_message_take_rref(ferry_message_t* m, uint32_t i) {
+  if (m == nullptr || i >= m->value.rrefs.size() || !m->value.rrefs[i]) return nullptr;
+  auto* r = new ferry_rref();
+  r->handle = std::move(m->value.rrefs[i]);
+  r->agent = m->agent;
+  return r;
+}
+void ferry_message_release(ferry_message_t* m) { delete m; }
+
+// ---- functions and calls ----------------------------------------------------
+
+ferry_status_t ferry_register(ferry_worker_t* w, const char* name, ferry_handler_fn fn,
+                              void* user_data, uint32_t flags) {
+  FERRY_API_GUARD({
+    if (w == nullptr || name == nullptr || fn == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_register: worker, name and fn are required");
+    }
+    std::weak_ptr<Agent> weak = w->agent;
+    auto handler = [fn, user_data, weak](std::unique_ptr<ferry::IncomingCall> call,
+                                         Value args) {
+      auto* m = new ferry_message();
+      m->value = std::move(args);
+      m->agent = weak.lock();
+      // The call is the handler's now: it answers (and so frees) it.
+      fn(user_data, reinterpret_cast<ferry_call_t*>(call.release()), m);
+      delete m;
+    };
+    return Fail(w->agent->Register(name, std::move(handler),
+                                   (flags & FERRY_HANDLER_MAY_BLOCK) != 0));
+  })
+}
+
+ferry_status_t ferry_call_reply(ferry_call_t* call, const ferry_payload_t* result) {
+  FERRY_API_GUARD({
+    if (call == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "call is NULL");
+    std::unique_ptr<ferry::IncomingCall> c(reinterpret_cast<ferry::IncomingCall*>(call));
+    auto v = ToValue(result);
+    if (!v.ok()) {
+      DropTensors(result);
+      c->Fail(Status(FERRY_INVALID_ARGUMENT, "the handler's result was invalid: " +
+                                                 v.status().message()));
+      return Fail(v.status());
+    }
+    return Fail(c->Reply(std::move(v.value())));
+  })
+}
+
+ferry_status_t ferry_call_fail(ferry_call_t* call, ferry_status_t code, const char* message) {
+  FERRY_API_GUARD({
+    if (call == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "call is NULL");
+    std::unique_ptr<ferry::IncomingCall> c(reinterpret_cast<ferry::IncomingCall*>(call));
+    return Fail(c->Fail(Status(code == FERRY_OK ? FERRY_UNKNOWN : code,
+                               message ? message : "")));
+  })
+}
+
+uint64_t ferry_call_caller_id(const ferry_call_t* call) {
+  return call ? reinterpret_cast<const ferry::IncomingCall*>(call)->caller_id() : 0;
+}
+const char* ferry_call_caller_name(const ferry_call_t* call) {
+  return call ? reinterpret_cast<const ferry::IncomingCall*>(call)->caller_name().c_str() : "";
+}
+
+ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to, const char* function,
+                               const ferry_payload_t* args, uint32_t timeout_ms,
+                               ferry_future_t** out) {
+  FERRY_API_GUARD({
+    if (w == nullptr || to == nullptr || function == nullptr || out == nullptr) {
+      DropTensors(args);
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_rpc_async: worker, to, function and out are required");
+    }
+    auto v = ToValue(args);
+    if (!v.ok()) {
+      DropTensors(args);
+      return Fail(v.status());
+    }
+    auto* f = new ferry_future();
+    f->future = w->agent->Call(to, function, std::move(v.value()), Ms(timeout_ms));
+    f->agent = w->agent;
+    *out = f;
+    return Ok();
+  })
+}
+
+ferry_status_t ferry_rpc_sync(ferry_worker_t* w, const char* to, const char* function,
+                              const ferry_payload_t* args, uint32_t timeout_ms,
+                              ferry_message_t** result) {
+  FERRY_API_GUARD({
+    if (result == nullptr) {
+      DropTensors(args);
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_rpc_sync: result is required");
+    }
+    ferry_future_t* f = nullptr;
+    ferry_status_t s = ferry_rpc_async(w, to, function, args, timeout_ms, &f);
+    if (s != FERRY_OK) return s;
+    std::unique_ptr<ferry_future_t, void (*)(ferry_future_t*)> guard(f, ferry_future_release);
+    // The call's own deadline ends it; the wait only needs to outlast it.
+    f->future->Wait(std::chrono::steady_clock::time_point::max());
+    auto v = f->future->Take();
+    if (!v.ok()) return Fail(v.status());
+    auto* m = new ferry_message();
+    m->value = std::move(v.value());
+    m->agent = w->agent;
+    *result = m;
+    return Ok();
+  })
+}
+
+ferry_status_t ferry_remote(ferry_worker_t* w, const char* to, const char* function,
+                            const ferry_payload_t* args, uint32_t timeout_ms,
+                            ferry_rref_t** out) {
+  FERRY_API_GUARD({
+    if (w == nullptr || to == nullptr || function == nullptr || out == nullptr) {
+      DropTensors(args);
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_remote: worker, to, function and out are required");
+    }
+    auto v = ToValue(args);
+    if (!v.ok()) {
+      DropTensors(args);
+      return Fail(v.status());
+    }
+    auto h = w->agent->Remote(to, function, std::move(v.value()), Ms(timeout_ms));
+    if (!h.ok()) return Fail(h.status());
+    auto* r = new ferry_rref();
+    r->handle = h.value();
+    r->agent = w->agent;
+    *out = r;
+    return Ok();
+  })
+}
+
+// ---- futures ----------------------------------------------------------------
+
+ferry_status_t ferry_future_wait(ferry_future_t* f, uint32_t timeout_ms) {
+  FERRY_API_GUARD({
+    if (f == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "future is NULL");
+    const auto deadline = timeout_ms == UINT32_MAX
+                              ? std::chrono::steady_clock::time_point::max()
+                              : std::chrono::steady_clock::now() + Ms(timeout_ms);
+    if (f->future->Wait(deadline)) return Ok();
+    return Fail(FERRY_DEADLINE_EXCEEDED, "the call is still pending after " +
+                                             std::to_string(timeout_ms) + " ms");
+  })
+}
+
+int ferry_future_is_done(const ferry_future_t* f) { return f && f->future->done() ? 1 : 0; }
+
+ferry_status_t ferry_future_status(const ferry_future_t* f, const char** message) {
+  if (f == nullptr) return FERRY_INVALID_ARGUMENT;
+  if (!f->future->done()) {
+    if (message) *message = "pending";
+    return FERRY_UNAVAILABLE;
+  }
+  if (message) *message = f->future->status().message().c_str();
+  return f->future->status().code();
+}
+
+ferry_status_t ferry_future_take(ferry_future_t* f, ferry_message_t** out) {
+  FERRY_API_GUARD({
+    if (f == nullptr || out == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_future_take: future and out needed");
+    }
+    auto v = f->future->Take();
+    if (!v.ok()) return Fail(v.status());
+    auto* m = new ferry_message();
+    m->value = std::move(v.value());
+    m->agent = f->agent;
+    *out = m;
+    return Ok();
+  })
+}
+
+ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn, void* user_data) {
+  FERRY_API_GUARD({
+    if (f == nullptr || fn == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_future_then: future and fn needed");
+    }
+    f->future->Then([f, fn, user_data] { fn(user_data, f); });
+    return Ok();
+  })
+}
+
+void ferry_future_release(ferry_future_t* f) { delete f; }
+
+// ---- RRefs ---------------------------------------------------------------------
+
+ferry_status_t ferry_rref_create(ferry_worker_t* w, const ferry_payload_t* value,
+                                 ferry_rref_t** out) {
+  FERRY_API_GUARD({
+    if (w == nullptr || out == nullptr) {
+      DropTensors(value);
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_rref_create: worker and out needed");
+    }
+    auto v = ToValue(value);
+    if (!v.ok()) {
+      DropTensors(value);
+      return Fail(v.status());
+    }
+    for (size_t i = 0; i < v.value().tensors.size(); ++i) {
+      auto n = ferry::TensorBytes(v.value().tensors[i]->dl_tensor, i);
+      if (!n.ok()) return Fail(n.status());
+    }
+    auto* r = new ferry_rref();
+    r->handle = w->agent->CreateRRef(std::move(v.value()));
+    r->agent = w->agent;
+    *out = r;
+    return Ok();
+  })
+}
+
+int ferry_rref_is_owner(const ferry_rref_t* r) { return r && r->handle->is_owner() ? 1 : 0; }
+uint64_t ferry_rref_owner_id(const ferry_rref_t* r) { return r ? r->handle->owner() : 0; }
+
+void ferry_rref_ids(const ferry_rref_t* r, char* rref_id, char* fork_id, uint32_t capacity) {
+  if (r == nullptr || capacity == 0) return;
+  if (rref_id) std::snprintf(rref_id, capacity, "%s", r->handle->rref_id().ToString().c_str());
+  if (fork_id) std::snprintf(fork_id, capacity, "%s", r->handle->fork_id().ToString().c_str());
+}
+
+ferry_status_t ferry_rref_to_here(ferry_rref_t* r, uint32_t timeout_ms, ferry_message_t** out) {
+  FERRY_API_GUARD({
+    if (r == nullptr || out == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_rref_to_here: rref and out needed");
+    }
+    auto f = r->agent->Fetch(r->handle, Ms(timeout_ms));
+    f->Wait(std::chrono::steady_clock::time_point::max());
+    auto v = f->Take();
+    if (!v.ok()) return Fail(v.status());
+    auto* m = new ferry_message();
+    m->value = std::move(v.value());
+    m->agent = r->agent;
+    *out = m;
+    return Ok();
+  })
+}
+
+ferry_status_t ferry_rref_local_value(ferry_rref_t* r, uint32_t timeout_ms, void** bytes,
+                                      uint64_t* num_bytes, DLTensor** tensors,
+                                      uint32_t* num_tensors) {
+  FERRY_API_GUARD({
+    if (r == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "rref is NULL");
+    auto v = r->agent->LocalValue(*r->handle, Ms(timeout_ms));
+    if (!v.ok()) return Fail(v.status());
+    Value& val = *v.value();
+    if (bytes) *bytes = val.bytes.empty() ? nullptr : &val.bytes[0];
+    if (num_bytes) *num_bytes = val.bytes.size();
+    if (num_tensors) *num_tensors = static_cast<uint32_t>(val.tensors.size());
+    if (tensors) {
+      for (size_t i = 0; i < val.tensors.size(); ++i) {
+        tensors[i] = val.tensors[i] ? &val.tensors[i]->dl_tensor : nullptr;
+      }
+    }
+    return Ok();
+  })
+}
+
+ferry_status_t ferry_rref_set_local_value(ferry_rref_t* r, const ferry_payload_t* value) {
+  FERRY_API_GUARD({
+    if (r == nullptr || !r->handle->is_owner()) {
+      DropTensors(value);
+      return Fail(FERRY_FAILED_PRECONDITION,
+                  "ferry_rref_set_local_value: only the owner can set the value");
+    }
+    auto v = ToValue(value);
+    if (!v.ok()) {
+      DropTensors(value);
+      return Fail(v.status());
+    }
+    return Fail(r->agent->rrefs().SetOwnedValue(
+        r->handle->rref_id(), std::make_shared<Value>(std::move(v.value()))));
+  })
+}
+
+void ferry_rref_release(ferry_rref_t* r) { delete r; }
+
+ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* out) {
+  FERRY_API_GUARD({
+    if (w == nullptr || out == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_worker_stats: worker and out needed");
+    }
+    auto s = w->agent->stats();
+    ferry_worker_stats_t st{};
+    st.struct_size = FERRY_WORKER_STATS_STRUCT_SIZE;
+    st.owned_rrefs = s.rref.owned;
+    st.user_rrefs = s.rref.users;
+    st.pending_children = s.rref.pending_children;
+    st.pending_controls = s.rref.pending_controls;
+    st.pending_calls = s.pending_calls;
+    st.refused_connections = s.refused_connections;
+    const uint32_t n = out->struct_size < st.struct_size && out->struct_size != 0
+                           ? out->struct_size : st.struct_size;
+    std::memcpy(out, &st, n);
+    out->struct_size = n;
+    return Ok();
+  })
+}
+
+}  // extern "C"

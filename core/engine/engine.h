@@ -1,0 +1,217 @@
+// ferry::Engine: the worker's connections and its progress loop.
+//
+// It owns the loaded transports, their listeners and connections, runs the
+// authenticated handshake on every connection, keeps one connection per
+// peer (the lower id's connection wins a race), numbers and deduplicates
+// messages per peer, sends heartbeats and declares a silent peer gone. What
+// messages *mean* is the sink's business (the Agent): the engine only hands
+// each authenticated, deduplicated message up.
+//
+// Threading (DESIGN.md, "The core"). There is no dedicated I/O thread on the
+// hot path: whichever thread needs progress takes the progress lock with
+// try_lock and drives every transport itself. A thread waiting for a reply
+// therefore receives the reply on its own core, with no cross-thread wake-up
+// (which costs ~25 us on a VM). A background thread drives progress only
+// while nobody else does, so requests are served while the application is
+// idle; heartbeats and timeouts ride on whoever pumps. Sink callbacks run
+// after both locks are released, so a handler may call back into the engine
+// (a nested rpc_sync pumps progress itself) without deadlock.
+#pragma once
+
+#include "common/status.h"
+#include "engine/message.h"
+#include "loader/plugin_loader.h"
+#include "transport/transport.h"
+#include "wire/messages.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ferry {
+
+using Clock = std::chrono::steady_clock;
+
+struct EngineOptions {
+  std::string job;
+  std::string secret;
+  std::vector<std::string> transports;  // plugin names to load ("tcp", ...)
+  std::string listen_address;           // "" = each plugin's default
+  // "auto": a transport that fails to load or open is skipped (logged),
+  // not fatal.
+  bool skip_unusable = false;
+  bool busy_poll = false;
+  std::chrono::milliseconds peer_timeout{3000};
+  // How long a sleeping-mode waiter spins before it sleeps on the wakeup fds.
+  std::chrono::microseconds spin{50};
+};
+
+// Where a message came from.
+struct PeerKey {
+  uint64_t id = 0;
+  uint64_t incarnation = 0;
+};
+
+class EngineSink {
+ public:
+  virtual ~EngineSink() = default;
+  // An authenticated, deduplicated message from member `from`.
+  virtual void OnMessage(PeerKey from, std::unique_ptr<InMessage> msg) = 0;
+  // A control message that was a duplicate (already handled): the sink
+  // re-acknowledges it, because the first acknowledgement may have been lost.
+  virtual void OnDuplicateControl(PeerKey from, const InMessage& msg) = 0;
+  // A store-protocol message on connection `conn` (a store client before it
+  // joined, or the store answering this worker).
+  virtual void OnStoreMessage(uint64_t conn, std::unique_ptr<InMessage> msg) = 0;
+  // The connection to member `peer` failed or went silent: it is gone.
+  virtual void OnPeerGone(PeerKey peer, const Status& why) = 0;
+  // A store connection (either side) closed or failed.
+  virtual void OnStoreConnGone(uint64_t conn, const Status& why) = 0;
+};
+
+class Engine {
+ public:
+  Engine(EngineOptions options, EngineSink* sink);
+  ~Engine();  // Stop()s
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Loads and opens the transports and listens on each. Fails with the
+  // loader's message (what was tried, what exists) if one is missing.
+  Status Start();
+  // Starts the background progress thread (after the sink is ready).
+  void StartLoop();
+  // Closes every connection, stops the background thread, closes transports.
+  // Bounded: waits at most `grace` for sends in flight.
+  void Stop(std::chrono::milliseconds grace);
+
+  // This worker's endpoints (plugin, address, domain, priority).
+  std::vector<wire::Endpoint> endpoints() const;
+  void SetSelf(uint64_t id, uint64_t incarnation, const std::string& name);
+  uint64_t self_id() const { return self_id_.load(); }
+
+  // Members the engine may connect to. Learning a newer incarnation of a
+  // known id forgets the old one (it is gone).
+  void AddMember(const wire::MemberRecord& record);
+  void RemoveMember(uint64_t id, const Status& why);
+  // The plugin the connection to `id` uses ("" when not connected yet).
+  std::string RouteTo(uint64_t id) const;
+  // Picks the plugin for a member, per EngineOptions::transports order
+  // ("auto" picks the highest priority plugin both share in one domain).
+  StatusOr<wire::Endpoint> ChooseEndpoint(const wire::MemberRecord& r) const;
+
+  // Sends to member `id` (connecting first if needed; messages wait in order
+  // until the connection is authenticated). Fails at once if `id` is not a
+  // known member or is gone; `msg` is consumed either way.
+  Status SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg);
+  // Store protocol: connect to a store (client side), listen as the store,
+  // send on a store connection.
+  StatusOr<uint64_t> ConnectStore(const std::string& address);
+  Status ListenStore(const std::string& address, std::string* bound);
+  Status SendOnConn(uint64_t conn, std::unique_ptr<OutMessage> msg);
+  void CloseConn(uint64_t conn);
+
+  // Drives progress once if no other thread is; runs sink callbacks.
+  // Returns true if anything happened.
+  bool PumpOnce();
+  // Pumps (or sleeps on the wakeup fds, or yields to the thread that pumps)
+  // until `done()` or `deadline`. Returns done().
+  bool WaitUntil(const std::function<bool()>& done, Clock::time_point deadline);
+  // Wakes threads sleeping in WaitUntil / the loop (state changed elsewhere).
+  void Kick();
+  // Call after the state `done()` watches changed on a thread that is not
+  // pumping (a reply from another thread): wakes WaitUntil's sleepers.
+  void NotifyWaiters();
+
+  bool busy_poll() const { return options_.busy_poll; }
+  // Adds a periodic job run by whoever pumps (RRef control retries, call
+  // deadlines). Runs without locks; must not block.
+  void AddTimer(std::chrono::milliseconds period, std::function<void()> fn);
+
+  struct Stats {
+    uint64_t connections = 0;
+    uint64_t refused = 0;  // handshakes refused (bad secret, wrong job, ...)
+  };
+  Stats stats() const;
+
+ private:
+  struct TransportSlot;
+  struct Conn;
+  struct Peer;
+  using Action = std::function<void()>;
+
+  // All private methods run with mu_ held unless named *Unlocked.
+  Status StartTransport(const std::string& name);
+  void ProcessEvent(TransportSlot& slot, const ferry_event_t& ev,
+                    std::vector<Action>* actions);
+  void OnConnected(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions);
+  void OnAccepted(TransportSlot& slot, const ferry_event_t& ev);
+  void OnArrival(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions);
+  void OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
+                         std::vector<Action>* actions);
+  void OnHandshake(Conn* c, const InMessage& msg, std::vector<Action>* actions);
+  void ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions);
+  void MakeReady(Conn* c, std::vector<Action>* actions);
+  Status SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
+                          uint64_t seq);
+  Status SendHandshake(Conn* c, wire::Kind kind,
+                       const std::function<void(wire::Writer&)>& body);
+  void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why);
+  Status ConnectToPeer(Peer* p);
+  void PeerGone(Peer* p, const Status& why, std::vector<Action>* actions);
+  void CloseConnLocked(Conn* c);
+  void RunTimers(Clock::time_point now, std::vector<Action>* actions);
+  void HeartbeatTick(Clock::time_point now, std::vector<Action>* actions);
+  void SleepOnWakeupFds(Clock::time_point deadline);
+  void LoopMain();
+  Conn* FindConn(uint64_t id);
+
+  EngineOptions options_;
+  EngineSink* sink_;
+  PluginLoader loader_;
+  std::atomic<uint64_t> self_id_{0};
+  uint64_t self_incarnation_ = 0;
+  std::string self_name_;
+
+  mutable std::mutex mu_;  // everything below, except where noted
+  std::vector<std::unique_ptr<TransportSlot>> slots_;  // fixed after Start
+  std::map<uint64_t, std::unique_ptr<Conn>> conns_;    // by conn id
+  std::map<uint64_t, std::unique_ptr<Peer>> peers_;    // by member id
+  uint64_t next_conn_id_ = 1;
+  Stats stats_;
+  struct Timer {
+    std::chrono::milliseconds period;
+    Clock::time_point next;
+    std::function<void()> fn;
+  };
+  std::vector<Timer> timers_;
+  // Sends and places posted and not yet completed: if the transport is
+  // finalised with some outstanding, Stop() frees them (tensor deleters run
+  // exactly once either way).
+  std::set<OutMessage*> in_flight_;
+  std::set<void*> places_in_flight_;
+  Clock::time_point next_heartbeat_check_{};
+
+  std::mutex progress_mu_;  // held by the one thread driving transports
+  std::atomic<int> foreground_waiters_{0};  // threads in WaitUntil
+  std::mutex wait_mu_;                      // for wait_cv_
+  std::condition_variable wait_cv_;
+  std::atomic<uint64_t> notify_epoch_{0};
+  int epoll_fd_ = -1;  // every transport's wakeup fd plus kick_fd_
+  int kick_fd_ = -1;   // eventfd
+  bool all_have_wakeup_fd_ = true;
+  std::atomic<bool> stopping_{false};
+  std::thread loop_;
+};
+
+}  // namespace ferry

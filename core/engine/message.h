@@ -1,0 +1,68 @@
+// What the engine hands up and takes down: one core message with its body
+// bytes and tensor payloads. OutMessage owns what it sends until the
+// transport's SEND_DONE (tensor deleters run then, exactly once);
+// InMessage owns what arrived until the agent takes it apart.
+#pragma once
+
+#include "common/status.h"
+#include "wire/messages.h"
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace ferry {
+
+// A received segment's bytes, 64-byte aligned (tensors are handed to users
+// as DLPack tensors, which libraries expect aligned).
+struct AlignedBuffer {
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t n);
+  ~AlignedBuffer() { std::free(data); }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data(o.data), size(o.size) {
+    o.data = nullptr;
+    o.size = 0;
+  }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  void* data = nullptr;
+  size_t size = 0;
+};
+
+// A tensor to send: the caller's DLManagedTensor (its deleter runs once,
+// after the bytes left), plus where its bytes are.
+struct OutTensor {
+  DLManagedTensor* managed = nullptr;  // owned: deleter called at the end
+  const void* data = nullptr;
+  uint64_t nbytes = 0;
+  DLDevice device{};
+};
+
+struct OutMessage {
+  ~OutMessage();
+  wire::Kind kind = wire::Kind::kHeartbeat;
+  std::vector<uint8_t> body;
+  std::vector<OutTensor> tensors;
+  // Keeps borrowed bytes (an owner's value being fetched) alive until sent.
+  std::shared_ptr<void> keepalive;
+  // Set while the destination is not known yet: encodes body and tensors
+  // for destination `to` (the agent's, for calls to workers not yet joined).
+  std::function<Status(uint64_t to, OutMessage* self,
+                       std::vector<wire::RRefRef>* forks)> deferred;
+  // Filled by the engine when sent.
+  std::vector<uint8_t> header;
+  bool body_in_segment0 = false;
+};
+
+struct InMessage {
+  wire::Envelope envelope;
+  std::vector<uint8_t> body;
+  std::vector<AlignedBuffer> segments;  // tensor payloads, in order
+};
+
+}  // namespace ferry

@@ -1,0 +1,146 @@
+// The embedded rendezvous store (store_server.h).
+#include "membership/store_server.h"
+
+#include "common/log.h"
+
+namespace ferry {
+namespace {
+constexpr const char* kLog = "store";
+}
+
+wire::StoreJoined StoreServer::JoinLocal(const wire::MemberRecord& record) {
+  return Join(0, record);
+}
+
+wire::StoreJoined StoreServer::Join(uint64_t conn, wire::MemberRecord record) {
+  wire::StoreJoined reply;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = by_name_.find(record.name);
+    if (it != by_name_.end() && it->second.alive) {
+      reply.status = FERRY_ALREADY_EXISTS;
+      reply.message = "a worker named '" + record.name + "' is already in the job (id " +
+                      std::to_string(it->second.record.id) +
+                      "): pick another name, or wait until it leaves";
+      return reply;
+    }
+    if (it == by_name_.end()) {
+      record.id = next_id_++;
+      record.incarnation = 1;
+      it = by_name_.emplace(record.name, Entry{}).first;
+    } else {
+      record.id = it->second.record.id;  // a name keeps its id
+      record.incarnation = it->second.record.incarnation + 1;
+    }
+    it->second.record = record;
+    it->second.conn = conn;
+    it->second.alive = true;
+    reply.self = record;
+    for (const auto& [name, e] : by_name_) {
+      if (e.alive && e.record.id != record.id) reply.members.push_back(e.record);
+    }
+  }
+  FERRY_LOG(FERRY_LOG_INFO, kLog,
+            "'" + record.name + "' joined as id " + std::to_string(record.id) +
+                " incarnation " + std::to_string(record.incarnation));
+  Announce(wire::MemberEventKind::kJoined, record, conn);
+  return reply;
+}
+
+void StoreServer::Announce(wire::MemberEventKind kind, const wire::MemberRecord& r,
+                           uint64_t except_conn) {
+  std::vector<uint64_t> conns;
+  bool tell_host = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [name, e] : by_name_) {
+      if (!e.alive || e.record.id == r.id) continue;
+      if (e.conn == 0) {
+        tell_host = true;
+      } else if (e.conn != except_conn) {
+        conns.push_back(e.conn);
+      }
+    }
+  }
+  wire::StoreMemberEvent ev{kind, r};
+  for (uint64_t c : conns) {
+    std::vector<uint8_t> body;
+    wire::Writer w(&body);
+    w.U8(static_cast<uint8_t>(kind));
+    wire::Put(w, r);
+    hooks_.send(c, wire::Kind::kStoreMemberEvent, std::move(body));
+  }
+  if (tell_host) hooks_.local_event(ev);
+}
+
+void StoreServer::MarkDown(Entry& e, wire::MemberEventKind kind) {
+  e.alive = false;
+  e.conn = 0;
+  (void)kind;
+}
+
+void StoreServer::LeaveLocal(uint64_t id) {
+  wire::MemberRecord r;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [name, e] : by_name_) {
+      if (e.record.id == id && e.alive) {
+        MarkDown(e, wire::MemberEventKind::kLeft);
+        r = e.record;
+      }
+    }
+  }
+  if (r.id != 0) Announce(wire::MemberEventKind::kLeft, r, 0);
+}
+
+void StoreServer::OnMessage(uint64_t conn, const InMessage& msg) {
+  wire::Reader rd(msg.body.data(), msg.body.size());
+  if (msg.envelope.kind == wire::Kind::kStoreJoin) {
+    wire::MemberRecord record;
+    if (!wire::Get(rd, &record) || record.name.empty()) {
+      FERRY_LOG(FERRY_LOG_WARN, kLog, "malformed JOIN ignored");
+      return;
+    }
+    wire::StoreJoined reply = Join(conn, std::move(record));
+    std::vector<uint8_t> body;
+    wire::Writer w(&body);
+    wire::Put(w, reply);
+    hooks_.send(conn, wire::Kind::kStoreJoined, std::move(body));
+    return;
+  }
+  if (msg.envelope.kind == wire::Kind::kStoreLeave) {
+    wire::MemberRecord r;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (auto& [name, e] : by_name_) {
+        if (e.conn == conn && e.alive) {
+          MarkDown(e, wire::MemberEventKind::kLeft);
+          r = e.record;
+        }
+      }
+    }
+    if (r.id != 0) {
+      FERRY_LOG(FERRY_LOG_INFO, kLog, "'" + r.name + "' left");
+      Announce(wire::MemberEventKind::kLeft, r, conn);
+    }
+  }
+}
+
+void StoreServer::OnConnGone(uint64_t conn) {
+  wire::MemberRecord r;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [name, e] : by_name_) {
+      if (e.conn == conn && e.alive) {
+        MarkDown(e, wire::MemberEventKind::kGone);
+        r = e.record;
+      }
+    }
+  }
+  if (r.id != 0) {
+    FERRY_LOG(FERRY_LOG_INFO, kLog, "'" + r.name + "' is gone (store connection lost)");
+    Announce(wire::MemberEventKind::kGone, r, conn);
+  }
+}
+
+}  // namespace ferry

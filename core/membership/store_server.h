@@ -1,0 +1,58 @@
+// ferry::StoreServer: the job's embedded rendezvous store, hosted by one
+// worker (the seed). It hands out member ids (stable per name) and
+// incarnations (one more each time a name joins again), keeps the member
+// records, and pushes every join, leave and death to every member over the
+// connection each keeps to it. A member whose store connection breaks or
+// goes silent (heartbeats) is announced gone.
+//
+// If the hosting worker dies, members already joined keep working with each
+// other (they hold each other's records); new joins fail with a clear error
+// until a store is back. A replicated store is future work (docs/membership.md).
+#pragma once
+
+#include "common/status.h"
+#include "engine/message.h"
+#include "wire/messages.h"
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace ferry {
+
+class StoreServer {
+ public:
+  struct Hooks {
+    // Send `kind` with `body` on store connection `conn`.
+    std::function<void(uint64_t conn, wire::Kind kind, std::vector<uint8_t> body)> send;
+    // Tell the hosting worker itself about a membership event.
+    std::function<void(const wire::StoreMemberEvent&)> local_event;
+  };
+  explicit StoreServer(Hooks hooks) : hooks_(std::move(hooks)) {}
+
+  // The hosting worker joins without a connection.
+  wire::StoreJoined JoinLocal(const wire::MemberRecord& record);
+  void LeaveLocal(uint64_t id);
+  // A store-protocol message (JOIN, LEAVE) on connection `conn`.
+  void OnMessage(uint64_t conn, const InMessage& msg);
+  void OnConnGone(uint64_t conn);
+
+ private:
+  struct Entry {
+    wire::MemberRecord record;
+    uint64_t conn = 0;  // 0: the hosting worker
+    bool alive = false;
+  };
+  wire::StoreJoined Join(uint64_t conn, wire::MemberRecord record);
+  void Announce(wire::MemberEventKind kind, const wire::MemberRecord& r,
+                uint64_t except_conn);
+  void MarkDown(Entry& e, wire::MemberEventKind kind);
+
+  Hooks hooks_;
+  std::mutex mu_;
+  std::map<std::string, Entry> by_name_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace ferry

@@ -1,0 +1,233 @@
+// Encoding and bounds-checked decoding of the core's messages (messages.h).
+#include "wire/messages.h"
+
+namespace ferry::wire {
+namespace {
+
+// Limits that keep a hostile peer from making us allocate without bound;
+// each is far above anything legitimate.
+constexpr size_t kMaxName = 4096;
+constexpr size_t kMaxMessageText = 64 * 1024;
+constexpr uint32_t kMaxDims = 64;
+
+}  // namespace
+
+void EncodeEnvelope(const Envelope& e, Writer& w) {
+  w.U16(kMagic);
+  w.U8(kWireVersion);
+  w.U8(static_cast<uint8_t>(e.kind));
+  w.U32(e.flags);
+  w.U64(e.seq);
+}
+
+bool DecodeEnvelope(Reader& r, Envelope* e, uint8_t* version) {
+  const uint16_t magic = r.U16();
+  *version = r.U8();
+  e->kind = static_cast<Kind>(r.U8());
+  e->flags = r.U32();
+  e->seq = r.U64();
+  return r.ok() && magic == kMagic;
+}
+
+std::string Guid::ToString() const {
+  return std::to_string(worker) + ":" + std::to_string(local);
+}
+
+void Put(Writer& w, const Guid& g) {
+  w.U64(g.worker);
+  w.U64(g.local);
+}
+
+Guid GetGuid(Reader& r) {
+  Guid g;
+  g.worker = r.U64();
+  g.local = r.U64();
+  return g;
+}
+
+namespace {
+
+void PutTensor(Writer& w, const TensorMeta& t) {
+  w.U8(t.dtype.code);
+  w.U8(t.dtype.bits);
+  w.U16(t.dtype.lanes);
+  w.I32(static_cast<int32_t>(t.device.device_type));
+  w.I32(t.device.device_id);
+  w.U32(static_cast<uint32_t>(t.shape.size()));
+  for (int64_t d : t.shape) w.U64(static_cast<uint64_t>(d));
+  w.U64(t.nbytes);
+}
+
+bool GetTensor(Reader& r, TensorMeta* t) {
+  t->dtype.code = r.U8();
+  t->dtype.bits = r.U8();
+  t->dtype.lanes = r.U16();
+  t->device.device_type = static_cast<DLDeviceType>(r.I32());
+  t->device.device_id = r.I32();
+  const uint32_t ndim = r.Count(8);
+  if (ndim > kMaxDims) return false;
+  t->shape.resize(ndim);
+  uint64_t elements = 1;
+  for (auto& d : t->shape) {
+    d = static_cast<int64_t>(r.U64());
+    if (d < 0) return false;
+    if (d != 0 && elements > UINT64_MAX / static_cast<uint64_t>(d)) return false;
+    elements *= static_cast<uint64_t>(d);
+  }
+  t->nbytes = r.U64();
+  if (!r.ok()) return false;
+  // The size must be what the shape and dtype say: a receiver sizes its
+  // buffer from nbytes and hands shape to the user, so they must agree.
+  const uint64_t element_bits =
+      static_cast<uint64_t>(t->dtype.bits) * std::max<uint16_t>(t->dtype.lanes, 1);
+  if (element_bits == 0 || element_bits % 8 != 0) return false;
+  const uint64_t element_bytes = element_bits / 8;
+  if (elements != 0 && element_bytes > UINT64_MAX / elements) return false;
+  return t->nbytes == elements * element_bytes;
+}
+
+void PutRRef(Writer& w, const RRefRef& x) {
+  w.U64(x.owner);
+  Put(w, x.rref);
+  Put(w, x.fork);
+  w.U64(x.parent);
+}
+
+void GetRRef(Reader& r, RRefRef* x) {
+  x->owner = r.U64();
+  x->rref = GetGuid(r);
+  x->fork = GetGuid(r);
+  x->parent = r.U64();
+}
+
+}  // namespace
+
+void Put(Writer& w, const ValueMeta& v) {
+  w.Str(v.bytes);
+  w.U32(static_cast<uint32_t>(v.tensors.size()));
+  for (const auto& t : v.tensors) PutTensor(w, t);
+  w.U32(static_cast<uint32_t>(v.rrefs.size()));
+  for (const auto& x : v.rrefs) PutRRef(w, x);
+}
+
+bool Get(Reader& r, ValueMeta* v) {
+  v->bytes = std::string(r.BytesView());
+  const uint32_t nt = r.Count(24);
+  v->tensors.resize(nt);
+  for (auto& t : v->tensors) {
+    if (!GetTensor(r, &t)) return false;
+  }
+  const uint32_t nr = r.Count(48);
+  v->rrefs.resize(nr);
+  for (auto& x : v->rrefs) GetRRef(r, &x);
+  return r.ok();
+}
+
+void Put(Writer& w, const Request& m) {
+  w.U64(m.call_id);
+  w.U8(static_cast<uint8_t>(m.call_kind));
+  w.U32(m.timeout_ms);
+  w.Str(m.function);
+  Put(w, m.rref);
+  Put(w, m.fork);
+  Put(w, m.value);
+}
+
+bool Get(Reader& r, Request* m) {
+  m->call_id = r.U64();
+  const uint8_t kind = r.U8();
+  m->timeout_ms = r.U32();
+  m->function = r.Str(kMaxName);
+  m->rref = GetGuid(r);
+  m->fork = GetGuid(r);
+  if (!Get(r, &m->value)) return false;
+  if (kind < 1 || kind > 3) return false;
+  m->call_kind = static_cast<CallKind>(kind);
+  return r.ok();
+}
+
+void Put(Writer& w, const Response& m) {
+  w.U64(m.call_id);
+  w.I32(m.status);
+  w.Str(m.message);
+  Put(w, m.value);
+}
+
+bool Get(Reader& r, Response* m) {
+  m->call_id = r.U64();
+  m->status = r.I32();
+  m->message = r.Str(kMaxMessageText);
+  return Get(r, &m->value) && r.ok();
+}
+
+void Put(Writer& w, const Control& m) {
+  w.U64(m.control_id);
+  w.U8(static_cast<uint8_t>(m.kind));
+  Put(w, m.rref);
+  Put(w, m.fork);
+  w.U64(m.holder);
+}
+
+bool Get(Reader& r, Control* m) {
+  m->control_id = r.U64();
+  const uint8_t kind = r.U8();
+  m->rref = GetGuid(r);
+  m->fork = GetGuid(r);
+  m->holder = r.U64();
+  if (kind < 1 || kind > 4) return false;
+  m->kind = static_cast<ControlKind>(kind);
+  return r.ok();
+}
+
+void Put(Writer& w, const MemberRecord& m) {
+  w.U64(m.id);
+  w.U64(m.incarnation);
+  w.Str(m.name);
+  w.U8(m.wire_version);
+  w.U32(static_cast<uint32_t>(m.endpoints.size()));
+  for (const auto& e : m.endpoints) {
+    w.Str(e.plugin);
+    w.Str(e.address);
+    w.Str(e.domain);
+    w.I32(e.priority);
+  }
+}
+
+bool Get(Reader& r, MemberRecord* m) {
+  m->id = r.U64();
+  m->incarnation = r.U64();
+  m->name = r.Str(kMaxName);
+  m->wire_version = r.U8();
+  const uint32_t n = r.Count(16);
+  if (n > 64) return false;
+  m->endpoints.resize(n);
+  for (auto& e : m->endpoints) {
+    e.plugin = r.Str(kMaxName);
+    e.address = r.Str(kMaxName);
+    e.domain = r.Str(kMaxName);
+    e.priority = r.I32();
+  }
+  return r.ok();
+}
+
+void Put(Writer& w, const StoreJoined& m) {
+  w.I32(m.status);
+  w.Str(m.message);
+  Put(w, m.self);
+  w.U32(static_cast<uint32_t>(m.members.size()));
+  for (const auto& x : m.members) Put(w, x);
+}
+
+bool Get(Reader& r, StoreJoined* m) {
+  m->status = r.I32();
+  m->message = r.Str(kMaxMessageText);
+  if (!Get(r, &m->self)) return false;
+  const uint32_t n = r.Count(29);
+  m->members.resize(n);
+  for (auto& x : m->members) {
+    if (!Get(r, &x)) return false;
+  }
+  return r.ok();
+}
+
+}  // namespace ferry::wire

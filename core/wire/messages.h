@@ -1,0 +1,200 @@
+// The core's messages: what one worker says to another, and how each is
+// laid out. The layout is documented in docs/protocol.md ("Wire format");
+// this file is its single source of truth. Every message is an envelope
+// (magic, wire version, kind, flags, sequence number) followed by a
+// kind-specific body; tensors travel as transport segments after it.
+//
+// Decoding never trusts the wire: every Decode* returns false on a short,
+// oversized or malformed body and the caller drops the message (and, before
+// authentication, the connection).
+#pragma once
+
+#include "wire/codec.h"
+
+#include <dlpack/dlpack.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ferry::wire {
+
+constexpr uint16_t kMagic = 0x5946;  // "FY"
+// Version 1 is the first; a peer whose HELLO names another version is
+// refused with INCOMPATIBLE before anything else is read.
+constexpr uint8_t kWireVersion = 1;
+constexpr size_t kEnvelopeSize = 16;
+constexpr size_t kNonceSize = 32;
+constexpr size_t kMacSize = 32;  // HMAC-SHA256
+
+enum class Kind : uint8_t {
+  kHello = 1,      // connector -> acceptor: who I am, a nonce
+  kChallenge = 2,  // acceptor -> connector: my nonce, proof I hold the secret
+  kAuth = 3,       // connector -> acceptor: proof I hold the secret
+  kReady = 4,      // acceptor -> connector: authenticated, send away
+  kReject = 5,     // either way: why this connection is refused
+  kRequest = 10,   // call a function (rpc_sync/async, remote, to_here)
+  kResponse = 11,  // the answer to a request
+  kHeartbeat = 12,
+  kControl = 13,   // an RRef control message (retried until acknowledged)
+  kControlAck = 14,
+  kStoreJoin = 20,
+  kStoreJoined = 21,
+  kStoreMemberEvent = 22,
+  kStoreLeave = 23,
+};
+
+// Envelope flags.
+constexpr uint32_t kFlagBodyInSegment0 = 1u << 0;  // body too big for header
+
+struct Envelope {
+  Kind kind = Kind::kHeartbeat;
+  uint32_t flags = 0;
+  uint64_t seq = 0;  // per (sender, receiver) pair; 0 = not deduplicated
+};
+void EncodeEnvelope(const Envelope& e, Writer& w);
+// False when the magic or version is wrong or the header is too short.
+bool DecodeEnvelope(Reader& r, Envelope* e, uint8_t* version);
+
+// A globally unique id: the creating worker and a counter local to it.
+struct Guid {
+  uint64_t worker = 0;
+  uint64_t local = 0;
+  bool operator==(const Guid& o) const {
+    return worker == o.worker && local == o.local;
+  }
+  bool operator<(const Guid& o) const {
+    return worker != o.worker ? worker < o.worker : local < o.local;
+  }
+  std::string ToString() const;
+};
+void Put(Writer& w, const Guid& g);
+Guid GetGuid(Reader& r);
+
+// ---- connection set-up --------------------------------------------------
+enum class Role : uint8_t { kMember = 1, kStoreClient = 2 };
+
+struct Hello {
+  uint8_t wire_version = kWireVersion;
+  Role role = Role::kMember;
+  std::string job;
+  uint64_t id = 0;           // 0 for a store client not yet joined
+  uint64_t incarnation = 0;
+  std::string name;
+  std::array<uint8_t, kNonceSize> nonce{};
+};
+struct Challenge {
+  uint64_t id = 0;
+  uint64_t incarnation = 0;
+  std::array<uint8_t, kNonceSize> nonce{};
+  std::array<uint8_t, kMacSize> mac{};
+};
+struct Auth {
+  std::array<uint8_t, kMacSize> mac{};
+};
+struct Reject {
+  int32_t code = 0;
+  std::string message;
+};
+
+// ---- calls ---------------------------------------------------------------
+// A tensor's description; its bytes are one transport segment.
+struct TensorMeta {
+  DLDataType dtype{};
+  DLDevice device{};
+  std::vector<int64_t> shape;
+  uint64_t nbytes = 0;
+};
+// An RRef travelling inside a call: who owns it, which RRef, which fork the
+// receiver becomes, and who sent it (the fork's parent).
+struct RRefRef {
+  uint64_t owner = 0;
+  Guid rref;
+  Guid fork;
+  uint64_t parent = 0;
+};
+struct ValueMeta {
+  std::string bytes;
+  std::vector<TensorMeta> tensors;
+  std::vector<RRefRef> rrefs;
+};
+void Put(Writer& w, const ValueMeta& v);
+bool Get(Reader& r, ValueMeta* v);
+
+enum class CallKind : uint8_t {
+  kRpc = 1,      // run `function`, return its value
+  kRemote = 2,   // run `function`, keep the value in OwnerRRef `rref`
+  kFetch = 3,    // to_here: return a copy of OwnerRRef `rref`'s value
+};
+struct Request {
+  uint64_t call_id = 0;
+  CallKind call_kind = CallKind::kRpc;
+  uint32_t timeout_ms = 0;  // what was left of the caller's deadline
+  std::string function;
+  Guid rref;                // kRemote, kFetch
+  Guid fork;                // kRemote: the caller's UserRRef fork
+  ValueMeta value;
+};
+void Put(Writer& w, const Request& m);
+bool Get(Reader& r, Request* m);
+
+struct Response {
+  uint64_t call_id = 0;
+  int32_t status = 0;
+  std::string message;
+  ValueMeta value;
+};
+void Put(Writer& w, const Response& m);
+bool Get(Reader& r, Response* m);
+
+// ---- RRef control (docs/protocol.md) ----------------------------------
+enum class ControlKind : uint8_t {
+  kForkRequest = 1,  // new user -> owner: fork `fork` of `rref` exists
+  kOwnerAck = 2,     // owner -> user: your fork `fork` is confirmed
+  kChildAccept = 3,  // child -> parent: owner confirmed me, let go (G2)
+  kUserDelete = 4,   // user -> owner: fork `fork` was deleted (G1)
+};
+struct Control {
+  uint64_t control_id = 0;  // unique per sender; acknowledged by kControlAck
+  ControlKind kind = ControlKind::kForkRequest;
+  Guid rref;
+  Guid fork;
+  uint64_t holder = 0;  // kForkRequest: the worker holding the fork
+};
+void Put(Writer& w, const Control& m);
+bool Get(Reader& r, Control* m);
+
+// ---- membership --------------------------------------------------------
+struct Endpoint {
+  std::string plugin;
+  std::string address;
+  std::string domain;
+  int32_t priority = 0;
+};
+struct MemberRecord {
+  uint64_t id = 0;
+  uint64_t incarnation = 0;
+  std::string name;
+  uint8_t wire_version = kWireVersion;
+  std::vector<Endpoint> endpoints;
+};
+void Put(Writer& w, const MemberRecord& m);
+bool Get(Reader& r, MemberRecord* m);
+
+struct StoreJoined {
+  int32_t status = 0;
+  std::string message;
+  MemberRecord self;
+  std::vector<MemberRecord> members;
+};
+void Put(Writer& w, const StoreJoined& m);
+bool Get(Reader& r, StoreJoined* m);
+
+enum class MemberEventKind : uint8_t { kJoined = 1, kLeft = 2, kGone = 3 };
+struct StoreMemberEvent {
+  MemberEventKind event = MemberEventKind::kJoined;
+  MemberRecord member;
+};
+
+}  // namespace ferry::wire
