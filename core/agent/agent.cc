@@ -221,11 +221,13 @@ void Agent::ApplyMemberEvent(const wire::StoreMemberEvent& ev) {
   }
   const MemberState state = ev.event == wire::MemberEventKind::kLeft
                                 ? MemberState::kLeft : MemberState::kGone;
-  engine_->RemoveMember(r.id, Status(FERRY_PEER_GONE,
-                                     "worker '" + r.name + "' " +
-                                         (state == MemberState::kLeft
-                                              ? "left the job" : "is gone (the store lost it)")));
   SetMemberState(r.id, r.incarnation, state);
+  engine_->RemoveMember(r.id,
+                        Status(FERRY_PEER_GONE,
+                               "worker '" + r.name + "' " +
+                                   (state == MemberState::kLeft
+                                        ? "left the job" : "is gone (the store lost it)")),
+                        state == MemberState::kLeft);
 }
 
 void Agent::SetMemberState(uint64_t id, uint64_t incarnation, MemberState state) {
@@ -252,10 +254,10 @@ void Agent::EmitMember(const MemberInfo& m) {
   for (auto& cb : cbs) cb(m);
 }
 
-void Agent::OnPeerGone(PeerKey peer, const Status& why) {
+void Agent::OnPeerGone(PeerKey peer, const Status& why, bool left) {
   FailCallsTo(peer.id, why);
   rrefs_->OnPeerGone(peer.id);
-  SetMemberState(peer.id, peer.incarnation, MemberState::kGone);
+  SetMemberState(peer.id, peer.incarnation, left ? MemberState::kLeft : MemberState::kGone);
 }
 
 void Agent::OnDuplicateControl(PeerKey from, const InMessage& msg) {

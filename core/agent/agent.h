@@ -124,7 +124,7 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   void OnMessage(PeerKey from, std::unique_ptr<InMessage> msg) override;
   void OnDuplicateControl(PeerKey from, const InMessage& msg) override;
   void OnStoreMessage(uint64_t conn, std::unique_ptr<InMessage> msg) override;
-  void OnPeerGone(PeerKey peer, const Status& why) override;
+  void OnPeerGone(PeerKey peer, const Status& why, bool left) override;
   void OnStoreConnGone(uint64_t conn, const Status& why) override;
 
  private:

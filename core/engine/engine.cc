@@ -86,6 +86,7 @@ struct Engine::Peer {
   uint64_t floor = 0;
   std::set<uint64_t> above;
   bool gone = false;
+  bool leaving = false;  // said goodbye: its connection closing is a leave
   Status gone_why;
 
   bool SeenBefore(uint64_t seq) {
@@ -209,10 +210,19 @@ std::vector<wire::Endpoint> Engine::endpoints() const {
 }
 
 void Engine::SetSelf(uint64_t id, uint64_t incarnation, const std::string& name) {
-  std::lock_guard<std::mutex> l(mu_);
-  self_id_ = id;
-  self_incarnation_ = incarnation;
-  self_name_ = name;
+  std::vector<Action> actions;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    self_id_ = id;
+    self_incarnation_ = incarnation;
+    self_name_ = name;
+    auto early = std::move(early_hellos_);
+    early_hellos_.clear();
+    for (auto& [conn, msg] : early) {
+      if (Conn* c = FindConn(conn)) OnHandshake(c, *msg, &actions);
+    }
+  }
+  for (auto& a : actions) a();
 }
 
 void Engine::AddMember(const wire::MemberRecord& record) {
@@ -244,12 +254,13 @@ void Engine::AddMember(const wire::MemberRecord& record) {
   for (auto& a : actions) a();
 }
 
-void Engine::RemoveMember(uint64_t id, const Status& why) {
+void Engine::RemoveMember(uint64_t id, const Status& why, bool left) {
   std::vector<Action> actions;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = peers_.find(id);
     if (it == peers_.end() || it->second->gone) return;
+    if (left) it->second->leaving = true;
     PeerGone(it->second.get(), why, &actions);
   }
   for (auto& a : actions) a();
@@ -739,6 +750,11 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
   c->last_heard = Clock::now();
   const wire::Kind kind = msg->envelope.kind;
   if (IsHandshake(kind)) {
+    if (kind == wire::Kind::kHello && self_id_ == 0 && !c->outbound &&
+        msg->body.size() > 1 && msg->body[1] == static_cast<uint8_t>(wire::Role::kMember)) {
+      early_hellos_.emplace_back(c->id, std::move(msg));
+      return;
+    }
     OnHandshake(c, *msg, actions);
     return;
   }
@@ -751,6 +767,12 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
     return;
   }
   if (kind == wire::Kind::kHeartbeat) return;
+  if (kind == wire::Kind::kGoodbye && !c->store) {
+    // The peer is leaving gracefully: what breaks next is not a death.
+    auto it = peers_.find(c->peer_id);
+    if (it != peers_.end() && it->second->conn == c) it->second->leaving = true;
+    return;
+  }
   if (c->store || IsStoreKind(kind)) {
     const uint64_t id = c->id;
     auto* raw = msg.release();
@@ -786,6 +808,16 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
   if (kind == wire::Kind::kReject) {
     const int32_t code = r.I32();
     const std::string why = r.Str(4096);
+    if (!c->outbound) {
+      // The connector refused our proof: our secrets differ.
+      ++stats_.refused;
+      FERRY_LOG(FERRY_LOG_WARN, kLog,
+                "refused a connection from " + c->address + " claiming to be '" +
+                    c->peer_name + "': " + why +
+                    " (wrong or missing job secret; no handler ran)");
+      CloseConnLocked(c);
+      return;
+    }
     if (code == FERRY_ALREADY_EXISTS && !c->store) {
       // We lost a connect race: the peer's own connection will arrive.
       auto it = peers_.find(c->peer_id);
@@ -877,6 +909,11 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
       FERRY_LOG(FERRY_LOG_WARN, kLog,
                 "closed the connection to " + c->address +
                     ": it could not prove it holds this job's secret");
+      // Tell the acceptor too, so that the refusal is logged on both sides.
+      SendHandshake(c, wire::Kind::kReject, [](wire::Writer& w) {
+        w.I32(FERRY_UNAUTHENTICATED);
+        w.Str("the job secrets differ");
+      });
       ConnFailed(c, Status(FERRY_UNAUTHENTICATED,
                            c->address + " does not hold this job's secret (set the "
                                         "same FERRY_SECRET or FERRY_SECRET_FILE on every worker)"),
@@ -1019,8 +1056,12 @@ void Engine::PeerGone(Peer* p, const Status& why, std::vector<Action>* actions) 
   p->conn = p->outbound = nullptr;
   FERRY_LOG(FERRY_LOG_INFO, kLog, p->gone_why.message());
   const PeerKey key{p->record.id, p->record.incarnation};
+  if (p->leaving) {
+    p->gone_why = Status(FERRY_PEER_GONE, "worker '" + p->record.name + "' left the job");
+  }
   const Status s = p->gone_why;
-  actions->push_back([this, key, s] { sink_->OnPeerGone(key, s); });
+  const bool left = p->leaving;
+  actions->push_back([this, key, s, left] { sink_->OnPeerGone(key, s, left); });
 }
 
 void Engine::AddTimer(std::chrono::milliseconds period, std::function<void()> fn) {
@@ -1179,6 +1220,15 @@ void Engine::Stop(std::chrono::milliseconds grace) {
   Kick();
   if (loop_.joinable()) loop_.join();
   const auto deadline = Clock::now() + grace;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [id, c] : conns_) {
+      if (c->state != Conn::State::kReady || c->store) continue;
+      auto bye = std::make_unique<OutMessage>();
+      bye->kind = wire::Kind::kGoodbye;
+      SendOnConnLocked(c.get(), std::move(bye), 0);
+    }
+  }
   // Let what was sent last (a LEAVE, replies, deletes) leave first.
   while (Clock::now() < deadline) {
     {

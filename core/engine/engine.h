@@ -74,7 +74,8 @@ class EngineSink {
   // joined, or the store answering this worker).
   virtual void OnStoreMessage(uint64_t conn, std::unique_ptr<InMessage> msg) = 0;
   // The connection to member `peer` failed or went silent: it is gone.
-  virtual void OnPeerGone(PeerKey peer, const Status& why) = 0;
+  // `left`: it said goodbye first (a graceful leave, not a death).
+  virtual void OnPeerGone(PeerKey peer, const Status& why, bool left) = 0;
   // A store connection (either side) closed or failed.
   virtual void OnStoreConnGone(uint64_t conn, const Status& why) = 0;
 };
@@ -103,7 +104,8 @@ class Engine {
   // Members the engine may connect to. Learning a newer incarnation of a
   // known id forgets the old one (it is gone).
   void AddMember(const wire::MemberRecord& record);
-  void RemoveMember(uint64_t id, const Status& why);
+  // `left`: a graceful leave (reported as such), not a death.
+  void RemoveMember(uint64_t id, const Status& why, bool left);
   // The plugin the connection to `id` uses ("" when not connected yet).
   std::string RouteTo(uint64_t id) const;
   // Picks the plugin for a member, per EngineOptions::transports order
@@ -200,6 +202,10 @@ class Engine {
   // exactly once either way).
   std::set<OutMessage*> in_flight_;
   std::set<void*> places_in_flight_;
+  // HELLOs from members that came before this worker knew its own id (a
+  // peer heard of our join from the store before we did): answered by
+  // SetSelf.
+  std::vector<std::pair<uint64_t, std::unique_ptr<InMessage>>> early_hellos_;
   Clock::time_point next_heartbeat_check_{};
 
   std::mutex progress_mu_;  // held by the one thread driving transports

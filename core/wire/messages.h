@@ -39,6 +39,7 @@ enum class Kind : uint8_t {
   kHeartbeat = 12,
   kControl = 13,   // an RRef control message (retried until acknowledged)
   kControlAck = 14,
+  kGoodbye = 15,   // the sender is leaving gracefully; closing follows
   kStoreJoin = 20,
   kStoreJoined = 21,
   kStoreMemberEvent = 22,
