@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and shows ferry loading
-# transports by name: `ferry info`, a conformance run of the tcp plugin and
-# of the third-party C example plugin, and a two-process ping-pong over tcp
-# beside a raw TCP floor.
+# The main job: installs what is missing, builds, and runs the demo: worker
+# processes loading a transport backend by name (tcp, then shm), calling each
+# other, passing an RRef between three workers, one leaving and one joining.
+# Then `ferry info`, a conformance run of the tcp plugin and of the
+# third-party C example plugin, and a ping-pong beside a raw TCP floor.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -12,6 +13,12 @@ build=${1:-$root/build}
 ferry="$build/bin/ferry"
 
 step() { printf '\n==== %s\n' "$*"; }
+
+step "ferry-demo --transport tcp: workers, calls, RRefs, leave and join"
+"$build/bin/ferry-demo" --transport tcp
+
+step "ferry-demo --transport shm: the same job over shared memory, chosen by name"
+"$build/bin/ferry-demo" --transport shm | tail -n 12
 
 step "ferry info: plugins found by name, what each offers, failed loads"
 "$ferry" info
