@@ -325,9 +325,13 @@ void RRefContext::OnPeerGone(uint64_t id) {
       touched.push_back(rref);
     }
     for (const auto& r : touched) MaybeDeleteOwner(r, &out);
-    // Children sent to it will never be accepted: release their parents.
+    // Children sent to it will never be accepted, and children of RRefs it
+    // owned will never be confirmed: release their parents (G2 is moot).
     for (auto it = pending_children_.begin(); it != pending_children_.end();) {
-      if (it->second.to != id) {
+      auto parent_state = users_.find({it->second.rref, it->second.parent_fork});
+      const bool owner_gone =
+          parent_state != users_.end() && parent_state->second.owner == id;
+      if (it->second.to != id && !owner_gone) {
         ++it;
         continue;
       }
