@@ -670,7 +670,9 @@ void Engine::OnArrival(Conn* c, const ferry_event_t& ev,
     FERRY_LOG(FERRY_LOG_WARN, kLog,
               "dropping a connection from " + c->address +
                   ": not a ferry peer of wire version " +
-                  std::to_string(wire::kWireVersion));
+                  std::to_string(wire::kWireVersion) + " (a " +
+                  std::to_string(ev.header_len) + "-byte header, version " +
+                  std::to_string(version) + ")");
     ConnFailed(c, Status(FERRY_INCOMPATIBLE, "not a ferry wire-v1 peer"), actions);
     return;
   }
@@ -960,6 +962,16 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
     MakeReady(c, actions);
     return;
   }
+  // A transport may deliver a message twice: a handshake message for a step
+  // this connection has already passed is a duplicate, not an attack.
+  const bool duplicate =
+      (kind == wire::Kind::kHello && (c->state == Conn::State::kChallengeSent ||
+                                      c->state == Conn::State::kReady)) ||
+      (kind == wire::Kind::kChallenge && (c->state == Conn::State::kAuthSent ||
+                                          c->state == Conn::State::kReady)) ||
+      (kind == wire::Kind::kAuth && c->state == Conn::State::kReady) ||
+      (kind == wire::Kind::kReady && c->state == Conn::State::kReady);
+  if (duplicate) return;
   ++stats_.refused;
   RejectAndClose(c, FERRY_FAILED_PRECONDITION, "handshake message out of order");
 }

@@ -99,10 +99,18 @@ void RRefContext::WhenReady(const wire::Guid& rref, ValueCallback done) {
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = owners_.find(rref);
-    if (it == owners_.end()) {
+    if (it == owners_.end() && (rref.worker == self_ || gone_.count(rref.worker))) {
+      // We created it (so it existed and was deleted), or its creator is
+      // gone (its remote() will never come).
       status = Status(FERRY_NOT_FOUND,
                       "RRef " + rref.ToString() + " is not owned by this worker "
                       "(deleted after its last user released it?)");
+    } else if (it == owners_.end()) {
+      // The remote() that creates it may arrive after this fetch: messages
+      // between two workers are not ordered. A user holding a fork keeps the
+      // value alive (G1, G2), so an unknown RRef is one still to come.
+      owners_[rref].waiters.push_back(std::move(done));
+      return;
     } else if (!it->second.ready) {
       it->second.waiters.push_back(std::move(done));
       return;
@@ -149,6 +157,11 @@ StatusOr<wire::RRefRef> RRefContext::Fork(const RRefHandle& h, uint64_t to) {
   ref.rref = h.rref_id();
   ref.fork = NewGuid();
   ref.parent = self_;
+  if (log::Enabled(FERRY_LOG_TRACE)) {
+    log::Write(FERRY_LOG_TRACE, kLog,
+               "worker " + std::to_string(self_) + " forks " + ref.rref.ToString() +
+                   " as " + ref.fork.ToString() + " to " + std::to_string(to));
+  }
   if (h.is_owner()) {
     // Owner -> user: the owner knows the fork at once (scenario 3).
     owners_[ref.rref].forks[ref.fork] = to;
@@ -202,6 +215,12 @@ std::shared_ptr<RRefHandle> RRefContext::Receive(uint64_t from, const wire::RRef
   std::shared_ptr<RRefHandle> h;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (log::Enabled(FERRY_LOG_TRACE)) {
+      log::Write(FERRY_LOG_TRACE, kLog,
+                 "worker " + std::to_string(self_) + " receives rref " + ref.rref.ToString() +
+                     " fork " + ref.fork.ToString() + " owner " + std::to_string(ref.owner) +
+                     " parent " + std::to_string(ref.parent));
+    }
     if (ref.owner == self_) {
       // Our own RRef came back (scenarios 1 and 2): a local handle. If a
       // user sent it, that user holds its fork for us until we accept.
@@ -239,6 +258,13 @@ void RRefContext::OnControl(uint64_t from, uint64_t from_incarnation,
   Out out;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (log::Enabled(FERRY_LOG_TRACE)) {
+      log::Write(FERRY_LOG_TRACE, kLog,
+                 "worker " + std::to_string(self_) + " control " +
+                     std::to_string(static_cast<int>(c.kind)) + " id " +
+                     std::to_string(c.control_id) + " from " + std::to_string(from) +
+                     " rref " + c.rref.ToString() + " fork " + c.fork.ToString());
+    }
     out.acks.push_back({from, c.control_id});
     Seen& seen = seen_[from];
     if (seen.incarnation != from_incarnation) seen = Seen{from_incarnation, 0, {}};
@@ -325,6 +351,23 @@ void RRefContext::OnPeerGone(uint64_t id) {
       touched.push_back(rref);
     }
     for (const auto& r : touched) MaybeDeleteOwner(r, &out);
+    // Placeholders waiting for a remote() from the dead worker: it will
+    // never come; fail their waiters and forget them.
+    for (auto it = owners_.begin(); it != owners_.end();) {
+      OwnerState& st = it->second;
+      if (!st.ready && it->first.worker == id && st.forks.empty() &&
+          st.local_handles == 0) {
+        for (auto& w : st.waiters) {
+          out.callbacks.push_back(
+              {std::move(w), {Status(FERRY_PEER_GONE, "the worker that created RRef " +
+                                                          it->first.ToString() + " is gone"),
+                              nullptr}});
+        }
+        it = owners_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     // Children sent to it will never be accepted, and children of RRefs it
     // owned will never be confirmed: release their parents (G2 is moot).
     for (auto it = pending_children_.begin(); it != pending_children_.end();) {
@@ -378,6 +421,12 @@ void RRefContext::HandleReleased(const RRefHandle& h) {
   Out out;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (log::Enabled(FERRY_LOG_TRACE)) {
+      log::Write(FERRY_LOG_TRACE, kLog,
+                 "worker " + std::to_string(self_) + " releases " +
+                     (h.is_owner() ? "owner" : "user") + " handle of " +
+                     h.rref_id().ToString() + " fork " + h.fork_id().ToString());
+    }
     if (h.is_owner()) {
       auto it = owners_.find(h.rref_id());
       if (it != owners_.end() && it->second.local_handles > 0) {
@@ -409,7 +458,8 @@ void RRefContext::MaybeDeleteOwner(const wire::Guid& rref, Out* out) {
   if (it == owners_.end()) return;
   OwnerState& s = it->second;
   if (s.ready && s.forks.empty() && s.local_handles == 0 && s.waiters.empty()) {
-    FERRY_LOG(FERRY_LOG_DEBUG, kLog, "deleting OwnerRRef " + rref.ToString());
+    FERRY_LOG(FERRY_LOG_DEBUG, kLog, "worker " + std::to_string(self_) +
+                                         " deletes OwnerRRef " + rref.ToString());
     out->garbage.push_back(std::move(s.value));  // freed after the lock
     owners_.erase(it);
   }

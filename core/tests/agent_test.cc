@@ -214,6 +214,9 @@ TEST_F(AgentTest, AsyncCallsInFlightAndContinuations) {
   for (int i = 0; i < 64; ++i) {
     EXPECT_EQ(futures[static_cast<size_t>(i)].Get().bytes(), std::to_string(i));
   }
+  // Continuations run on the completing thread, possibly just after a
+  // waiter saw the future done: await them, then check none ran twice.
+  EXPECT_TRUE(Eventually([&] { return continued.load() >= 64; }));
   EXPECT_EQ(continued.load(), 64);
 }
 
@@ -465,4 +468,13 @@ TEST_F(AgentTest, ForkChainAcrossFourWorkers) {
   }
 }
 
+}  // namespace
+
+namespace {
+TEST_F(AgentTest, ToHereOnTheOwnerReturnsACopy) {
+  ferry::RRef mine = seed_->CreateRRef(ferry::Payload("local"));
+  EXPECT_TRUE(mine.is_owner());
+  EXPECT_EQ(mine.ToHere().bytes(), "local");
+  EXPECT_EQ(mine.ToHere().bytes(), "local");
+}
 }  // namespace
