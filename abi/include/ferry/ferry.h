@@ -224,7 +224,9 @@ ferry_status_t ferry_future_status(const ferry_future_t* f, const char** message
  * if pending, failed, or taken already. */
 ferry_status_t ferry_future_take(ferry_future_t* f, ferry_message_t** out);
 /* Runs fn once the future is done (at once, on this thread, if it is),
- * else on the thread that completes it: must not block. */
+ * else on the thread that completes it: must not block. `f` must not be
+ * released before fn has run (fn receives it). A waiter may see the future
+ * done just before its continuations have run. */
 typedef void (*ferry_future_fn)(void* user_data, ferry_future_t* f);
 ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn,
                                  void* user_data);
