@@ -107,6 +107,9 @@ Status Agent::StartImpl() {
   engine_->AddTimer(std::chrono::milliseconds(10), [weak] {
     if (auto a = weak.lock()) a->ExpireCalls();
   });
+  engine_->AddTimer(std::chrono::milliseconds(1), [weak] {
+    if (auto a = weak.lock()) a->FlushControlAcks();
+  });
   engine_->AddTimer(std::chrono::milliseconds(100), [weak] {
     if (auto a = weak.lock()) a->rrefs_->Retry(std::chrono::milliseconds(200));
   });
@@ -275,11 +278,25 @@ void Agent::SendControl(uint64_t to, const wire::Control& c) {
 }
 
 void Agent::SendControlAck(uint64_t to, uint64_t control_id) {
-  auto m = std::make_unique<OutMessage>();
-  m->kind = wire::Kind::kControlAck;
-  wire::Writer w(&m->body);
-  w.U64(control_id);
-  engine_->SendToMember(to, std::move(m));
+  std::lock_guard<std::mutex> l(mu_);
+  acks_to_send_[to].push_back(control_id);
+}
+
+void Agent::FlushControlAcks() {
+  std::map<uint64_t, std::vector<uint64_t>> acks;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (acks_to_send_.empty()) return;
+    acks.swap(acks_to_send_);
+  }
+  for (auto& [to, ids] : acks) {
+    auto m = std::make_unique<OutMessage>();
+    m->kind = wire::Kind::kControlAck;
+    wire::Writer w(&m->body);
+    w.U32(static_cast<uint32_t>(ids.size()));
+    for (uint64_t id : ids) w.U64(id);
+    engine_->SendToMember(to, std::move(m));
+  }
 }
 
 std::vector<MemberInfo> Agent::Members() {

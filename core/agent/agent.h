@@ -168,7 +168,10 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   void ExpireCalls();
   void FailCallsTo(uint64_t id, const Status& why);
   void SendControl(uint64_t to, const wire::Control& c);
+  // Acknowledgements are batched: queued here, sent as one CONTROL_ACK per
+  // peer by a 1 ms timer (a lost one is covered by the sender's retry).
   void SendControlAck(uint64_t to, uint64_t control_id);
+  void FlushControlAcks();
   void EmitMember(const MemberInfo& m);
 
   AgentOptions options_;
@@ -189,6 +192,7 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   std::map<uint64_t, MemberInfo> members_;
   std::map<std::string, uint64_t> ids_by_name_;
   std::vector<MemberCallback> member_callbacks_;
+  std::map<uint64_t, std::vector<uint64_t>> acks_to_send_;
   bool join_answered_ = false;
   wire::StoreJoined join_reply_;
   Status store_status_;

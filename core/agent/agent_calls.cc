@@ -470,8 +470,11 @@ void Agent::OnMessage(PeerKey from, std::unique_ptr<InMessage> msg) {
     }
     case wire::Kind::kControlAck: {
       wire::Reader r(msg->body.data(), msg->body.size());
-      const uint64_t id = r.U64();
-      if (r.ok()) rrefs_->OnControlAck(from.id, id);
+      const uint32_t n = r.Count(8);
+      for (uint32_t i = 0; i < n && r.ok(); ++i) {
+        const uint64_t id = r.U64();
+        if (r.ok()) rrefs_->OnControlAck(from.id, id);
+      }
       return;
     }
     default:

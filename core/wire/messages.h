@@ -38,7 +38,7 @@ enum class Kind : uint8_t {
   kResponse = 11,  // the answer to a request
   kHeartbeat = 12,
   kControl = 13,   // an RRef control message (retried until acknowledged)
-  kControlAck = 14,
+  kControlAck = 14,  // acknowledges a batch of control ids
   kGoodbye = 15,   // the sender is leaving gracefully; closing follows
   kStoreJoin = 20,
   kStoreJoined = 21,
