@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 namespace ferry_tcp {
@@ -185,8 +186,18 @@ void Context::RunReady() {
 }
 
 uint32_t Context::Deliver(ferry_progress_args_t* args) {
+  if (events_.Empty()) return 0;
   const size_t stride = static_cast<size_t>(args->event_stride);
   const size_t size = std::min(stride, sizeof(ferry_event_t));
+  char* const base = static_cast<char*>(static_cast<void*>(args->events));
+  // The common case (the host's ferry_event_t is ours or a newer, larger
+  // one, in an aligned array): fill the host's slots in place. Otherwise
+  // build each event here and copy the part the host's smaller struct has.
+  const bool in_place =
+      stride >= sizeof(ferry_event_t) &&
+      stride % alignof(ferry_event_t) == 0 &&
+      reinterpret_cast<uintptr_t>(base) % alignof(ferry_event_t) == 0;
+  ferry_event_t local;
   uint32_t count = 0;
   while (count < args->max_events && !events_.Empty()) {
     QueuedEvent& q = events_.Front();
@@ -194,31 +205,31 @@ uint32_t Context::Deliver(ferry_progress_args_t* args) {
       events_.Pop();
       continue;
     }
-    ferry_event_t ev{};
-    ev.struct_size = static_cast<uint32_t>(size);
-    ev.type = q.type;
-    ev.status = q.status;
-    ev.num_segments = q.num_segments;
-    ev.conn = q.conn != nullptr ? ToHandle(q.conn) : nullptr;
-    ev.user_data = q.user_data;
-    ev.conn_user_data = q.conn != nullptr ? q.conn->user_data() : nullptr;
+    ferry_event_t* ev =
+        in_place ? reinterpret_cast<ferry_event_t*>(base + stride * count)
+                 : &local;
+    Conn* conn = q.conn;
+    const int32_t type = q.type;
+    ev->struct_size = static_cast<uint32_t>(size);
+    ev->type = type;
+    ev->status = q.status;
+    ev->num_segments = q.num_segments;
+    ev->conn = conn != nullptr ? ToHandle(conn) : nullptr;
+    ev->user_data = q.user_data;
+    ev->conn_user_data = conn != nullptr ? conn->user_data() : nullptr;
     if (!q.message.empty()) {
       delivered_messages_.push_back(std::move(q.message));
-      ev.message = delivered_messages_.back().c_str();
+      ev->message = delivered_messages_.back().c_str();
     } else {
-      ev.message = "";
+      ev->message = "";
     }
-    ev.msg_id = q.msg_id;
-    ev.header = q.header;
-    ev.header_len = q.header_len;
-    ev.segments = q.segments;
-    ev.segment_stride =
-        q.type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
-    std::memcpy(static_cast<char*>(static_cast<void*>(args->events)) +
-                    stride * count,
-                &ev, size);
-    Conn* conn = q.conn;
-    int32_t type = q.type;
+    ev->msg_id = q.msg_id;
+    ev->header = q.header;
+    ev->header_len = q.header_len;
+    ev->segments = q.segments;
+    ev->segment_stride =
+        type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
+    if (!in_place) std::memcpy(base + stride * count, &local, size);
     events_.Pop();
     ++count;
     // Hooks run after the event left the queue (they may schedule work).
