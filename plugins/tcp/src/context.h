@@ -22,6 +22,7 @@
 #pragma once
 
 #include "config.h"
+#include "context_mutex.h"
 #include "event_queue.h"
 #include "frame_parser.h"
 #include "pollable.h"
@@ -34,7 +35,6 @@
 
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -52,7 +52,7 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  std::mutex& mutex() { return mu_; }
+  ContextMutex& mutex() { return mu_; }
 
   // --- host calls (caller holds mutex()) ---------------------------------
   void Query(ferry_context_info_t* info) const;
@@ -104,7 +104,7 @@ class Context {
     void OnEpoll(uint32_t) override {}
   };
 
-  std::mutex mu_;
+  ContextMutex mu_;
   const Config config_;
   ReceiveLimits limits_;
   std::string instance_;

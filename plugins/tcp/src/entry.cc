@@ -109,7 +109,7 @@ ferry_status_t Query(ferry_context_t* handle, ferry_context_info_t* info) {
     if (ctx == nullptr || info == nullptr || info->struct_size < sizeof(uint32_t)) {
       return Error(FERRY_INVALID_ARGUMENT, "tcp: query() needs a context and info");
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     ctx->Query(info);
     return Status();
   });
@@ -123,7 +123,7 @@ ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "tcp: progress() needs a context and progress args");
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     Status st = ctx->Progress(args);
     if (!st.ok()) TCP_LOG(FERRY_LOG_ERROR, "%s", st.message.c_str());
     return st;
@@ -139,7 +139,7 @@ ferry_status_t Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
       return BadArgs("listen", "ferry_listen_args_t",
                      args ? args->struct_size : 0, FERRY_LISTEN_ARGS_STRUCT_SIZE);
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     Listener* listener = nullptr;
     Status st = ctx->Listen(args->address, args->user_data, &listener);
     if (st.ok()) *out = ToHandle(listener);
@@ -164,7 +164,7 @@ void CloseListener(ferry_listener_t* handle) {
       return;
     }
     Context* ctx = l->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     ctx->CloseListener(l);
   });
 }
@@ -179,7 +179,7 @@ ferry_status_t Connect(ferry_context_t* handle, const ferry_connect_args_t* args
                      args ? args->struct_size : 0,
                      FERRY_CONNECT_ARGS_STRUCT_SIZE);
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     Conn* conn = nullptr;
     Status st = ctx->Connect(args->address, args->user_data, &conn);
     if (st.ok()) *out = ToHandle(conn);
@@ -192,7 +192,7 @@ void SetConnUserData(ferry_conn_t* handle, void* user_data) {
   GuardedVoid("set_conn_user_data", [&] {
     Conn* conn = FromHandle(handle);
     if (conn == nullptr) return;
-    std::lock_guard<std::mutex> lock(conn->context()->mutex());
+    std::lock_guard<ContextMutex> lock(conn->context()->mutex());
     conn->set_user_data(user_data);
   });
 }
@@ -207,7 +207,7 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
                      FERRY_SEND_ARGS_STRUCT_SIZE);
     }
     Context* ctx = conn->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     Status st = conn->Send(*args);
     ctx->AfterHostCall();
     return st;
@@ -224,7 +224,7 @@ ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
                      FERRY_PLACE_ARGS_STRUCT_SIZE);
     }
     Context* ctx = conn->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     Status st = conn->Place(*args);
     ctx->AfterHostCall();
     return st;
@@ -237,7 +237,7 @@ ferry_status_t Discard(ferry_conn_t* handle, uint64_t msg_id,
     Conn* conn = FromHandle(handle);
     if (conn == nullptr) return BadHandle("discard", "connection");
     Context* ctx = conn->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     Status st = conn->Discard(msg_id);
     ctx->AfterHostCall();
     return st;
@@ -252,7 +252,7 @@ void Close(ferry_conn_t* handle) {
       return;
     }
     Context* ctx = conn->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     conn->Close();
     ctx->AfterHostCall();
   });
