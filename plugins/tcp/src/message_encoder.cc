@@ -54,8 +54,7 @@ Status EncodeMessage(const ferry_send_args_t& args, const SendLimits& limits,
   const size_t meta_len =
       wire::kPrefixSize + size_t{n} * wire::kSegmentEntrySize + header_len;
   char* meta = op->ReserveMeta(meta_len);
-  op->iov.resize(size_t{n} + 1);
-  iovec* iov = op->iov.data();
+  iovec* iov = op->iov.Resize(size_t{n} + 1);
   iov[0] = iovec{meta, meta_len};
   size_t count = 1;
   uint64_t total = args.header_len;
@@ -125,7 +124,7 @@ Status EncodeMessage(const ferry_send_args_t& args, const SendLimits& limits,
           iovec{const_cast<void*>(s->data), static_cast<size_t>(s->length)};
     }
   }
-  op->iov.resize(count);
+  op->iov.Truncate(count);
 
   wire::Prefix prefix;
   prefix.header_len = static_cast<uint32_t>(header_len);
