@@ -79,14 +79,13 @@ Status Context::Init(const char* instance) {
                  ErrnoText(e).c_str());
   }
   Status st;
-  // Level-triggered: readable for as long as it is signalled.
-  if (!Register(wakeup_fd_, EPOLLIN, &wakeup_tag_, &st)) return st;
-  if (config_.busy_poll) {
-    uint64_t one = 1;
-    if (write(wakeup_fd_, &one, sizeof one) == sizeof one) {
-      wakeup_signalled_ = true;
-    }
-  }
+  // Sleeping mode: edge-triggered, so each write puts the eventfd on the
+  // epoll ready list once and the epoll_wait that reports it takes it off
+  // again; the counter is never read back (see context.h). Busy-poll mode:
+  // level-triggered and written once, so the fd stays readable for good.
+  const uint32_t wakeup_events = config_.busy_poll ? EPOLLIN : EPOLLIN | EPOLLET;
+  if (!Register(wakeup_fd_, wakeup_events, &wakeup_tag_, &st)) return st;
+  if (config_.busy_poll) SignalWakeup();
   wire::Hello hello;
   hello.max_header = config_.max_header_size;
   hello.max_segments = config_.max_segments;
@@ -143,21 +142,28 @@ Status Context::Progress(ferry_progress_args_t* args) {
   }
   if (!retired_.empty()) FreeRetired();
   if (!delivered_messages_.empty()) delivered_messages_.clear();
-  PollSockets();
+  PollSockets(/*events_queued=*/!events_.Empty());
   RunReady();
   uint32_t n = Deliver(args);
   args->num_events = n;
-  UpdateWakeup(n == 0);
+  UpdateWakeup();
   return Status();
 }
 
-void Context::PollSockets() {
-  bool use_epoll = true;
+void Context::PollSockets(bool events_queued) {
   if (config_.busy_poll && open_.size() <= kMaxSpinConns) {
     for (Conn* c : open_) c->PrimeForBusyPoll();
-    use_epoll = open_.empty() || (poll_tick_++ % kEpollEvery) == 0;
+    if (!open_.empty() && (poll_tick_++ % kEpollEvery) != 0) return;
+  } else if (events_queued && !skipped_epoll_) {
+    // This call returns events already (queued by host calls since the last
+    // one), so the host calls again before it sleeps; readiness we do not
+    // collect now stays on the epoll ready list, and with it the wakeup fd
+    // readable. Never twice in a row, so a host that posts before every
+    // progress() still gets its sockets read.
+    skipped_epoll_ = true;
+    return;
   }
-  if (!use_epoll) return;
+  skipped_epoll_ = false;
   epoll_event events[kEpollBatch];
   int n = epoll_wait(epoll_fd_, events, kEpollBatch, 0);
   if (n < 0) {
@@ -171,7 +177,12 @@ void Context::PollSockets() {
   // every pointer in this batch stays valid.
   for (int i = 0; i < n; ++i) {
     auto* target = static_cast<Pollable*>(events[i].data.ptr);
-    if (target->kind() == Pollable::Kind::kWakeup) continue;
+    if (target->kind() == Pollable::Kind::kWakeup) {
+      // Edge-triggered (sleeping mode): this report took it off the ready
+      // list, so the fd no longer signals until the next write.
+      if (!config_.busy_poll) wakeup_signalled_ = false;
+      continue;
+    }
     target->OnEpoll(events[i].events);
   }
 }
@@ -245,23 +256,27 @@ uint32_t Context::Deliver(ferry_progress_args_t* args) {
   return count;
 }
 
-void Context::UpdateWakeup(bool progress_was_idle) {
-  if (config_.busy_poll) return;  // signalled for good (see context.h)
-  bool work = !events_.Empty() || !ready_.empty();
-  if (work && !wakeup_signalled_) {
-    uint64_t one = 1;
+void Context::UpdateWakeup() {
+  if (wakeup_signalled_) return;  // busy-poll mode: always
+  if (events_.Empty() && ready_.empty()) return;
+  SignalWakeup();
+}
+
+void Context::SignalWakeup() {
+  uint64_t one = 1;
+  for (int attempt = 0; attempt < 2; ++attempt) {
     if (write(wakeup_fd_, &one, sizeof one) == sizeof one) {
       wakeup_signalled_ = true;
+      return;
     }
-  } else if (!work && wakeup_signalled_ && progress_was_idle) {
-    // Cleared only by a progress() that found nothing: a host that keeps
-    // calling progress() while busy never pays for the read.
+    if (errno != EAGAIN) break;
+    // The counter is never read in normal operation; after 2^64 - 2 writes
+    // it is full and a write would block: reset it, then write again.
     uint64_t value;
-    if (read(wakeup_fd_, &value, sizeof value) == sizeof value ||
-        errno == EAGAIN) {
-      wakeup_signalled_ = false;
-    }
+    if (read(wakeup_fd_, &value, sizeof value) != sizeof value) break;
   }
+  TCP_LOG(FERRY_LOG_ERROR, "cannot signal the wakeup eventfd: %s",
+          ErrnoText(errno).c_str());
 }
 
 void Context::FreeRetired() {
