@@ -350,6 +350,7 @@ Status Context::Connect(const char* address, void* user_data, Conn** out) {
   if (fd < 0) return st;
   ConfigureStreamSocket(fd, config_);
   int err = ::connect(fd, addr.get(), addr.length) == 0 ? 0 : errno;
+  if (err == 0 || err == EINPROGRESS) ApplySocketBuffers(fd, config_, addr);
   auto conn = std::make_unique<Conn>(this, fd, Conn::State::kConnecting,
                                      addr.ToString(), user_data,
                                      /*accepted=*/false);
@@ -367,8 +368,11 @@ Status Context::Connect(const char* address, void* user_data, Conn** out) {
 void Context::Accept(int fd, void* listener_user_data) {
   ConfigureStreamSocket(fd, config_);
   SocketAddress peer;
-  std::string peer_text =
-      SocketName(fd, /*peer=*/true, &peer).ok() ? peer.ToString() : "<peer>";
+  std::string peer_text = "<peer>";
+  if (SocketName(fd, /*peer=*/true, &peer).ok()) {
+    peer_text = peer.ToString();
+    ApplySocketBuffers(fd, config_, peer);
+  }
   auto conn = std::make_unique<Conn>(this, fd, Conn::State::kOpen,
                                      std::move(peer_text), nullptr,
                                      /*accepted=*/true);
