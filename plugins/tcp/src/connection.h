@@ -57,9 +57,10 @@ class Conn final : public Pollable {
   void set_user_data(void* user_data) { user_data_ = user_data; }
 
   // --- host calls -------------------------------------------------------
-  Status Send(const ferry_send_args_t& args);
-  Status Place(const ferry_place_args_t& args);
-  Status Discard(uint64_t msg_id);
+  // Each returns FERRY_OK, or a failure with *error filled in.
+  ferry_status_t Send(const ferry_send_args_t& args, Status* error);
+  ferry_status_t Place(const ferry_place_args_t& args, Status* error);
+  ferry_status_t Discard(uint64_t msg_id, Status* error);
   void Close();
 
   // --- context calls ----------------------------------------------------
@@ -130,6 +131,9 @@ class Conn final : public Pollable {
   bool rx_enabled_;
   bool rx_ready_ = false;  // the socket may have bytes (edge seen, no EAGAIN)
   bool peer_shut_down_ = false;  // EPOLLRDHUP seen: EOF is coming
+  // PrimeForBusyPoll's recv() found the end of the stream (-1) or an error
+  // (its errno), for ReadMore() to report as if its own recv() had.
+  int deferred_rx_result_ = 0;
   RxBuffer rx_;
   ParsedMessage arrival_;
   std::vector<ferry_arrival_segment_t> arrival_segments_;

@@ -33,24 +33,29 @@ unsigned long long ULL(uint64_t v) { return static_cast<unsigned long long>(v); 
 
 }  // namespace
 
-Status Conn::Place(const ferry_place_args_t& args) {
-  if (state_ == State::kClosed) return UnusableError("place() on");
+ferry_status_t Conn::Place(const ferry_place_args_t& args, Status* error) {
+  if (state_ == State::kClosed) {
+    return Report(error, UnusableError("place() on"));
+  }
   if (rx_state_ != RxState::kHeld || args.msg_id != arrival_id_) {
-    return NoArrivalError(args.msg_id);
+    return Report(error, NoArrivalError(args.msg_id));
   }
   if (args.num_dests != arrival_.num_segments) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: place() for message %llu gives %u destinations, the "
-                 "arrival has %u segments",
-                 ULL(args.msg_id), args.num_dests, arrival_.num_segments);
+    return Report(
+        error, Error(FERRY_INVALID_ARGUMENT,
+                     "tcp: place() for message %llu gives %u destinations, the "
+                     "arrival has %u segments",
+                     ULL(args.msg_id), args.num_dests, arrival_.num_segments));
   }
   if (args.num_dests > 0 &&
       (args.dests == nullptr || args.dest_stride < kPlaceDestMinSize)) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: place() needs a destination array and dest_stride >= "
-                 "%zu (got %p, %llu)",
-                 kPlaceDestMinSize, static_cast<const void*>(args.dests),
-                 ULL(args.dest_stride));
+    return Report(
+        error,
+        Error(FERRY_INVALID_ARGUMENT,
+              "tcp: place() needs a destination array and dest_stride >= "
+              "%zu (got %p, %llu)",
+              kPlaceDestMinSize, static_cast<const void*>(args.dests),
+              ULL(args.dest_stride)));
   }
   // Check every destination before changing any state: a refused place()
   // leaves the arrival waiting for another answer.
@@ -60,23 +65,27 @@ Status Conn::Place(const ferry_place_args_t& args) {
     const ferry_place_dest_t* d = FERRY_ELEMENT_AT(
         const ferry_place_dest_t, args.dests, args.dest_stride, i);
     if (d->struct_size < kPlaceDestMinSize) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: place() destination %u has struct_size %u (< %zu)",
-                   i, d->struct_size, kPlaceDestMinSize);
+      return Report(
+          error, Error(FERRY_INVALID_ARGUMENT,
+                       "tcp: place() destination %u has struct_size %u (< %zu)",
+                       i, d->struct_size, kPlaceDestMinSize));
     }
     if (d->data == nullptr) continue;  // drop this segment
     if (d->capacity < seg.length) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: place() destination %u holds %llu bytes but segment "
-                   "%u of message %llu has %llu",
-                   i, ULL(d->capacity), i, ULL(args.msg_id), ULL(seg.length));
+      return Report(
+          error,
+          Error(FERRY_INVALID_ARGUMENT,
+                "tcp: place() destination %u holds %llu bytes but segment "
+                "%u of message %llu has %llu",
+                i, ULL(d->capacity), i, ULL(args.msg_id), ULL(seg.length)));
     }
     if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) &&
         !IsHostDevice(d->device.type)) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: place() destination %u is device memory (DLPack "
-                   "type %d); the tcp transport writes host memory only",
-                   i, d->device.type);
+      return Report(
+          error, Error(FERRY_INVALID_ARGUMENT,
+                       "tcp: place() destination %u is device memory (DLPack "
+                       "type %d); the tcp transport writes host memory only",
+                       i, d->device.type));
     }
   }
 
@@ -94,14 +103,14 @@ Status Conn::Place(const ferry_place_args_t& args) {
   rx_state_ = RxState::kPlacing;
   if (placement_.Done()) FinishPlacement(FERRY_OK, kNoMessage);
   ScheduleIfRxWork();
-  return Status();
+  return FERRY_OK;
 }
 
-Status Conn::Discard(uint64_t msg_id) {
+ferry_status_t Conn::Discard(uint64_t msg_id, Status* error) {
   // close() already released whatever was held: nothing left to drop.
-  if (state_ == State::kClosed) return Status();
+  if (state_ == State::kClosed) return FERRY_OK;
   if (rx_state_ != RxState::kHeld || msg_id != arrival_id_) {
-    return NoArrivalError(msg_id);
+    return Report(error, NoArrivalError(msg_id));
   }
   placement_.Clear();
   if (state_ == State::kOpen) {
@@ -115,7 +124,7 @@ Status Conn::Discard(uint64_t msg_id) {
   rx_state_ = RxState::kPlacing;
   if (placement_.Done()) FinishPlacement(FERRY_OK, kNoMessage);
   ScheduleIfRxWork();
-  return Status();
+  return FERRY_OK;
 }
 
 void Conn::ServiceRx(size_t* budget) {
@@ -187,6 +196,39 @@ bool Conn::ParseMessageFromBuffer(size_t* need) {
   return true;
 }
 
+void Conn::PrimeForBusyPoll() {
+  // Only the receive side: a blocked send waits for its EPOLLOUT edge (the
+  // context still calls epoll_wait now and then), so spinning costs one
+  // recv() per connection and not a failing sendmsg() as well.
+  if (state_ != State::kOpen) return;
+  if (rx_state_ == RxState::kFrame && rx_enabled_ && rx_.size() == 0 &&
+      !scheduled && (tx_.Empty() || tx_blocked_) &&
+      rx_.PrepareRead(wire::kPrefixSize)) {
+    // The idle spin: waiting for the next message with nothing else to do.
+    // One recv() straight into the receive buffer, as ReadMore() would
+    // make it; Service() (the parser, the rest of the state machine) runs
+    // only when it brought bytes, or to report EOF and errors.
+    const size_t space = std::min(rx_.tail_space(), kReadAhead);
+    const ssize_t n = recv(fd_, rx_.tail(), space, 0);
+    if (n > 0) {
+      rx_.Produce(static_cast<size_t>(n));
+      rx_ready_ = true;
+      if (static_cast<size_t>(n) < space) NoteShortRead();
+      ctx_->Schedule(this);
+      return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      rx_ready_ = false;
+      return;
+    }
+    // EOF or an error: Service() reports it (not here: breaking the
+    // connection now would change the open set the caller is walking).
+    if (n == 0 || errno != EINTR) deferred_rx_result_ = n == 0 ? -1 : errno;
+  }
+  rx_ready_ = true;
+  ctx_->Schedule(this);
+}
+
 bool Conn::ReadMore(size_t need, size_t* budget) {
   if (fd_ < 0) {
     rx_state_ = RxState::kDead;
@@ -207,7 +249,14 @@ bool Conn::ReadMore(size_t need, size_t* budget) {
   size_t want = std::max(need, rx_.size() + kReadAhead) - rx_.size();
   for (;;) {
     size_t space = std::min(rx_.tail_space(), want);
-    ssize_t n = recv(fd_, rx_.tail(), space, 0);
+    ssize_t n;
+    if (deferred_rx_result_ != 0) {  // what PrimeForBusyPoll's recv() got
+      n = deferred_rx_result_ < 0 ? 0 : -1;
+      errno = deferred_rx_result_ < 0 ? 0 : deferred_rx_result_;
+      deferred_rx_result_ = 0;
+    } else {
+      n = recv(fd_, rx_.tail(), space, 0);
+    }
     if (n > 0) {
       rx_.Produce(static_cast<size_t>(n));
       if (static_cast<size_t>(n) < space) NoteShortRead();

@@ -129,16 +129,18 @@ void Context::Query(ferry_context_info_t* info) const {
 
 // --- progress ----------------------------------------------------------------
 
-Status Context::Progress(ferry_progress_args_t* args) {
+ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   args->num_events = 0;
   if (args->max_events > 0 &&
       (args->events == nullptr ||
        args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: progress() needs an events array and event_stride >= "
-                 "%zu (got %p, %llu)",
-                 FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
-                 static_cast<unsigned long long>(args->event_stride));
+    return Report(
+        error,
+        Error(FERRY_INVALID_ARGUMENT,
+              "tcp: progress() needs an events array and event_stride >= "
+              "%zu (got %p, %llu)",
+              FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
+              static_cast<unsigned long long>(args->event_stride)));
   }
   if (!retired_.empty()) FreeRetired();
   if (!delivered_messages_.empty()) delivered_messages_.clear();
@@ -147,7 +149,7 @@ Status Context::Progress(ferry_progress_args_t* args) {
   uint32_t n = Deliver(args);
   args->num_events = n;
   UpdateWakeup();
-  return Status();
+  return FERRY_OK;
 }
 
 void Context::PollSockets(bool events_queued) {

@@ -64,7 +64,7 @@ class Context {
 
   // --- host calls (caller holds mutex()) ---------------------------------
   void Query(ferry_context_info_t* info) const;
-  Status Progress(ferry_progress_args_t* args);
+  ferry_status_t Progress(ferry_progress_args_t* args, Status* error);
   Status Listen(const char* address, void* user_data, Listener** out);
   void CloseListener(Listener* listener);
   Status Connect(const char* address, void* user_data, Conn** out);

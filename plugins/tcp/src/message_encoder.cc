@@ -11,38 +11,42 @@ constexpr size_t kSegmentMinSize = FERRY_STRUCT_SIZE(ferry_segment_t, length);
 
 }  // namespace
 
-Status EncodeMessage(const ferry_send_args_t& args, const SendLimits& limits,
-                     SendOp* op) {
+ferry_status_t EncodeMessage(const ferry_send_args_t& args,
+                             const SendLimits& limits, SendOp* op,
+                             Status* error) {
   // 1. Shape of the arguments and the advertised limits, before any
   //    pointer is used.
   if (args.header_len > limits.max_header ||
       args.header_len > limits.max_message) {
-    return Error(FERRY_RESOURCE_EXHAUSTED,
-                 "tcp: header of %llu bytes exceeds max_header_size %u (or "
-                 "max_message_size %llu)",
-                 static_cast<unsigned long long>(args.header_len),
-                 limits.max_header,
-                 static_cast<unsigned long long>(limits.max_message));
+    return Report(
+        error, Error(FERRY_RESOURCE_EXHAUSTED,
+                     "tcp: header of %llu bytes exceeds max_header_size %u (or "
+                     "max_message_size %llu)",
+                     static_cast<unsigned long long>(args.header_len),
+                     limits.max_header,
+                     static_cast<unsigned long long>(limits.max_message)));
   }
   if (args.header_len > 0 && args.header == nullptr) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: header is NULL but header_len is %llu",
-                 static_cast<unsigned long long>(args.header_len));
+    return Report(error,
+                  Error(FERRY_INVALID_ARGUMENT,
+                        "tcp: header is NULL but header_len is %llu",
+                        static_cast<unsigned long long>(args.header_len)));
   }
   const uint32_t n = args.num_segments;
   if (n > limits.max_segments) {
-    return Error(FERRY_RESOURCE_EXHAUSTED,
-                 "tcp: %u segments exceed max_segments %u", n,
-                 limits.max_segments);
+    return Report(error, Error(FERRY_RESOURCE_EXHAUSTED,
+                               "tcp: %u segments exceed max_segments %u", n,
+                               limits.max_segments));
   }
   if (n > 0 &&
       (args.segments == nullptr || args.segment_stride < kSegmentMinSize)) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: %u segments but segments=%p, segment_stride=%llu "
-                 "(need a non-NULL array and a stride >= %zu)",
-                 n, static_cast<const void*>(args.segments),
-                 static_cast<unsigned long long>(args.segment_stride),
-                 kSegmentMinSize);
+    return Report(error,
+                  Error(FERRY_INVALID_ARGUMENT,
+                        "tcp: %u segments but segments=%p, segment_stride=%llu "
+                        "(need a non-NULL array and a stride >= %zu)",
+                        n, static_cast<const void*>(args.segments),
+                        static_cast<unsigned long long>(args.segment_stride),
+                        kSegmentMinSize));
   }
 
   // 2. One pass over the descriptors: check each (lengths only: the data
@@ -65,34 +69,41 @@ Status EncodeMessage(const ferry_send_args_t& args, const SendLimits& limits,
     const ferry_segment_t* s = FERRY_ELEMENT_AT(
         const ferry_segment_t, args.segments, args.segment_stride, i);
     if (s->struct_size < kSegmentMinSize) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: segment %u has struct_size %u, below the %zu bytes "
-                   "that hold data and length",
-                   i, s->struct_size, kSegmentMinSize);
+      return Report(
+          error,
+          Error(FERRY_INVALID_ARGUMENT,
+                "tcp: segment %u has struct_size %u, below the %zu bytes "
+                "that hold data and length",
+                i, s->struct_size, kSegmentMinSize));
     }
     const void* data = s->data;
     const uint64_t length = s->length;
     ferry_device_t device{FERRY_DEVICE_CPU, 0};
     if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device)) device = s->device;
     if (length > limits.max_message - total) {
-      return Error(FERRY_RESOURCE_EXHAUSTED,
-                   "tcp: message too large: segment %u has %llu bytes, which "
-                   "takes the message above max_message_size %llu",
-                   i, static_cast<unsigned long long>(length),
-                   static_cast<unsigned long long>(limits.max_message));
+      return Report(
+          error,
+          Error(FERRY_RESOURCE_EXHAUSTED,
+                "tcp: message too large: segment %u has %llu bytes, which "
+                "takes the message above max_message_size %llu",
+                i, static_cast<unsigned long long>(length),
+                static_cast<unsigned long long>(limits.max_message)));
     }
     total += length;
     if (length > 0 && data == nullptr) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: segment %u has %llu bytes but data is NULL", i,
-                   static_cast<unsigned long long>(length));
+      return Report(error,
+                    Error(FERRY_INVALID_ARGUMENT,
+                          "tcp: segment %u has %llu bytes but data is NULL", i,
+                          static_cast<unsigned long long>(length)));
     }
     if (!IsHostDevice(device.type)) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: segment %u is in device memory (DLPack device type "
-                   "%d); the tcp transport moves host memory only (CPU or "
-                   "CUDA host), route device tensors to another transport",
-                   i, device.type);
+      return Report(
+          error,
+          Error(FERRY_INVALID_ARGUMENT,
+                "tcp: segment %u is in device memory (DLPack device type "
+                "%d); the tcp transport moves host memory only (CPU or "
+                "CUDA host), route device tensors to another transport",
+                i, device.type));
     }
     uint16_t flags = 0;
     if (length <= limits.peer_inline_limit &&
@@ -134,7 +145,7 @@ Status EncodeMessage(const ferry_send_args_t& args, const SendLimits& limits,
   if (header_len > 0) {
     std::memcpy(meta + meta_len - header_len, args.header, header_len);
   }
-  return Status();
+  return FERRY_OK;
 }
 
 }  // namespace ferry_tcp
