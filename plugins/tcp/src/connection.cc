@@ -49,6 +49,19 @@ Conn::Conn(Context* ctx, int fd, State state, std::string peer,
   peer_limits_.max_message = UINT64_MAX;
   peer_limits_.inline_limit = wire::kMinInline;
   peer_limits_.inline_total = wire::kMinInline;
+  UpdateSendLimits();
+}
+
+void Conn::UpdateSendLimits() {
+  const Config& c = ctx_->config();
+  send_limits_.max_header =
+      std::min(c.max_header_size, peer_limits_.max_header);
+  send_limits_.max_segments =
+      std::min(c.max_segments, peer_limits_.max_segments);
+  send_limits_.max_message =
+      std::min(c.max_message_size, peer_limits_.max_message);
+  send_limits_.peer_inline_limit = peer_limits_.inline_limit;
+  send_limits_.peer_inline_total = peer_limits_.inline_total;
 }
 
 Conn::~Conn() {
@@ -70,17 +83,10 @@ ferry_status_t Conn::Send(const ferry_send_args_t& args, Status* error) {
                      "(max_pending_sends): call progress() and post again",
                      tx_.size(), peer_.c_str()));
   }
-  SendLimits limits;
-  limits.max_header = std::min(c.max_header_size, peer_limits_.max_header);
-  limits.max_segments = std::min(c.max_segments, peer_limits_.max_segments);
-  limits.max_message = std::min(c.max_message_size, peer_limits_.max_message);
-  limits.peer_inline_limit = peer_limits_.inline_limit;
-  limits.peer_inline_total = peer_limits_.inline_total;
-
   SendOp* op = ctx_->send_ops().Get();
   ferry_status_t code;
   try {
-    code = EncodeMessage(args, limits, op, error);
+    code = EncodeMessage(args, send_limits_, op, error);
   } catch (...) {  // out of memory for the header copy: the entry reports it
     ctx_->send_ops().Put(op);
     throw;

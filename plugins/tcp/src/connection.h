@@ -24,6 +24,7 @@
 
 #include "event_queue.h"
 #include "frame_parser.h"
+#include "message_encoder.h"
 #include "placement.h"
 #include "pollable.h"
 #include "rx_buffer.h"
@@ -84,6 +85,7 @@ class Conn final : public Pollable {
   enum class RxState : uint8_t { kHello, kFrame, kHeld, kPlacing, kDead };
 
   void FinishConnect(uint32_t events);
+  void UpdateSendLimits();
   void FlushTx();
   void CompleteSend(SendOp* op, ferry_status_t status, const std::string& msg);
   void FailAllSends(ferry_status_t status, const std::string& msg);
@@ -123,8 +125,10 @@ class Conn final : public Pollable {
   TxQueue tx_;
   bool tx_blocked_ = false;  // waiting for EPOLLOUT
 
-  // The peer's receive limits, from its hello (floors until then).
+  // The peer's receive limits, from its hello (floors until then), and
+  // what they make of this side's sends (kept current by UpdateSendLimits).
   wire::Hello peer_limits_;
+  SendLimits send_limits_;
 
   // Receive side.
   RxState rx_state_ = RxState::kHello;

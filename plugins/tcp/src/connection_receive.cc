@@ -164,6 +164,7 @@ bool Conn::ParseHelloFromBuffer(size_t* need) {
   }
   rx_.Consume(consumed);
   peer_limits_ = hello;
+  UpdateSendLimits();
   rx_state_ = RxState::kFrame;
   return true;
 }

@@ -40,14 +40,11 @@ class EventQueue {
     if (head_ == end_) {
       head_ = end_ = 0;
     } else if (head_ >= kCompactAt && head_ * 2 >= end_) {
-      std::move(items_.begin() + static_cast<long>(head_),
-                items_.begin() + static_cast<long>(end_), items_.begin());
-      end_ -= head_;
-      head_ = 0;
+      Compact();
     }
     // Slots are constructed once and reused, so steady traffic neither
     // constructs nor destroys anything here.
-    if (end_ == items_.size()) items_.emplace_back();
+    if (end_ == items_.size()) AddSlot();
     QueuedEvent& e = items_[end_++];
     e.type = type;
     e.status = FERRY_OK;
@@ -73,6 +70,15 @@ class EventQueue {
   }
 
  private:
+  // The rare paths, out of line so that Push stays small enough to inline.
+  __attribute__((noinline)) void Compact() {
+    std::move(items_.begin() + static_cast<long>(head_),
+              items_.begin() + static_cast<long>(end_), items_.begin());
+    end_ -= head_;
+    head_ = 0;
+  }
+  __attribute__((noinline)) void AddSlot() { items_.emplace_back(); }
+
   static constexpr size_t kCompactAt = 4096;
   std::vector<QueuedEvent> items_;  // [head_, end_) queued; the rest spare
   size_t head_ = 0;
