@@ -145,8 +145,8 @@ ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   if (!retired_.empty()) FreeRetired();
   if (!delivered_messages_.empty()) delivered_messages_.clear();
   PollSockets(/*events_queued=*/!events_.Empty());
-  RunReady();
-  uint32_t n = Deliver(args);
+  if (!ready_.empty()) RunReady();
+  uint32_t n = events_.Empty() ? 0 : Deliver(args);
   args->num_events = n;
   UpdateWakeup();
   return FERRY_OK;
@@ -199,7 +199,6 @@ void Context::RunReady() {
 }
 
 uint32_t Context::Deliver(ferry_progress_args_t* args) {
-  if (events_.Empty()) return 0;
   const size_t stride = static_cast<size_t>(args->event_stride);
   const size_t size = std::min(stride, sizeof(ferry_event_t));
   char* const base = static_cast<char*>(static_cast<void*>(args->events));
