@@ -8,6 +8,9 @@ namespace ferry_tcp {
 namespace {
 
 constexpr size_t kSegmentMinSize = FERRY_STRUCT_SIZE(ferry_segment_t, length);
+// Frames up to this size (prefix, table, header and inline segments) are
+// sent from one buffer (see below).
+constexpr size_t kCoalesceLimit = 1024;
 
 }  // namespace
 
@@ -134,6 +137,22 @@ ferry_status_t EncodeMessage(const ferry_send_args_t& args,
       iov[count++] =
           iovec{const_cast<void*>(s->data), static_cast<size_t>(s->length)};
     }
+  }
+  // A small all-inline message travels as one contiguous buffer: its
+  // segments are copied behind the header, so the queue can write it with
+  // send() rather than sendmsg() (whose msghdr and iovec import cost more,
+  // on the benchmark VM about 150 ns per message, than copying a few hundred
+  // bytes). Larger segments are never copied.
+  const size_t frame_len = meta_len + static_cast<size_t>(inline_sum);
+  if (!any_placed && count > 1 && frame_len <= kCoalesceLimit &&
+      frame_len <= op->meta_capacity) {
+    char* at = meta + meta_len;
+    for (size_t i = 1; i < count; ++i) {
+      std::memcpy(at, iov[i].iov_base, iov[i].iov_len);
+      at += iov[i].iov_len;
+    }
+    iov[0].iov_len = frame_len;
+    count = 1;
   }
   op->iov.Truncate(count);
 

@@ -70,7 +70,9 @@ struct SendOp {
   // Makes `meta` hold at least n bytes (its old contents are dropped).
   char* ReserveMeta(size_t n) {
     if (meta_capacity < n) {
-      size_t cap = n < 512 ? 512 : n;
+      // At least 1 KiB: room for a small message's segments too (they are
+      // copied into it, see EncodeMessage).
+      size_t cap = n < 1024 ? 1024 : n;
       meta.reset(new char[cap]);
       meta_capacity = cap;
     }

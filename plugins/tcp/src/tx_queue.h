@@ -1,5 +1,6 @@
 // A connection's outgoing frames in order, written with sendmsg() (not
-// writev: MSG_NOSIGNAL keeps a dead peer from raising SIGPIPE). One call
+// writev: MSG_NOSIGNAL keeps a dead peer from raising SIGPIPE), or send()
+// when what is left is one contiguous piece. One call
 // gathers as many queued frames as fit in IOV_MAX pieces, so a burst of small
 // sends after back-pressure costs one syscall, not one per message.
 #pragma once
@@ -55,7 +56,12 @@ class TxQueue {
         msg.msg_iov = scratch;
       }
       msg.msg_iovlen = count;
-      ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      // One piece (a small message, see EncodeMessage): send() skips
+      // sendmsg()'s import of the msghdr and iovec array.
+      ssize_t n = count == 1 ? send(fd, msg.msg_iov[0].iov_base,
+                                    msg.msg_iov[0].iov_len,
+                                    MSG_NOSIGNAL | MSG_DONTWAIT)
+                             : sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
