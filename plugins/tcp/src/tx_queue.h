@@ -1,8 +1,8 @@
 // A connection's outgoing frames in order, written with sendmsg() (not
 // writev: MSG_NOSIGNAL keeps a dead peer from raising SIGPIPE), or send()
-// when what is left is one contiguous piece. One call
-// gathers as many queued frames as fit in IOV_MAX pieces, so a burst of small
-// sends after back-pressure costs one syscall, not one per message.
+// when what is left is one contiguous piece. One call gathers as many queued
+// frames as fit in IOV_MAX pieces, so a burst of small sends after
+// back-pressure costs one syscall, not one per message.
 #pragma once
 
 #include "send_op.h"
