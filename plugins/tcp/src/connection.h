@@ -138,6 +138,9 @@ class Conn final : public Pollable {
   // PrimeForBusyPoll's recv() found the end of the stream (-1) or an error
   // (its errno), for ReadMore() to report as if its own recv() had.
   int deferred_rx_result_ = 0;
+  // How many bytes a read asks for beyond what the parser needs (see
+  // kReadAhead in connection_receive.cc).
+  size_t read_ahead_ = 4096;
   RxBuffer rx_;
   ParsedMessage arrival_;
   std::vector<ferry_arrival_segment_t> arrival_segments_;

@@ -18,10 +18,13 @@ namespace {
 
 // Pieces per readv() while placing (plus one for the receive buffer).
 constexpr size_t kMaxReadIov = 64;
-// How far a read may go past the bytes the parser asked for. Enough for a
-// burst of small messages per recv(), small enough that a large message's
-// payload is not staged in the receive buffer (and then copied) but read
-// straight into the host's buffer once it is placed.
+// How far a read may go past the bytes the parser asked for, at least.
+// Enough for a burst of small messages per recv(), small enough that a large
+// message's payload is not staged in the receive buffer (and then copied)
+// but read straight into the host's buffer once it is placed. A connection
+// reads as far as its last message's metadata and inline bytes (read_ahead_,
+// up to max_inline_size + kReadAhead), so that a message with a large inline
+// segment takes one recv() too.
 constexpr size_t kReadAhead = 4096;
 
 constexpr size_t kPlaceDestMinSize =
@@ -188,6 +191,13 @@ bool Conn::ParseMessageFromBuffer(size_t* need) {
   }
   arrival_id_ = next_msg_id_++;
   rx_state_ = RxState::kHeld;
+  // The next message is likely the same shape: read its metadata and
+  // inline bytes in one recv(), and ask for a little more so that the read
+  // comes back short and says the socket is drained (a 4 KiB inline segment
+  // took two recv() calls, 16 KiB three). Bounded so that a placed payload
+  // is never staged much beyond kReadAhead.
+  read_ahead_ = std::min(std::max(arrival_.meta_bytes + 512, kReadAhead),
+                         size_t{ctx_->config().max_inline_size} + kReadAhead);
   QueuedEvent& e = ctx_->Emit(FERRY_EV_ARRIVAL, this, nullptr);
   e.msg_id = arrival_id_;
   e.header = arrival_.header;
@@ -208,12 +218,12 @@ void Conn::PrimeForBusyPoll() {
   if (tx_blocked_ && !tx_.Empty()) tx_blocked_ = false;
   if (rx_state_ == RxState::kFrame && rx_enabled_ && rx_.size() == 0 &&
       !scheduled && (tx_.Empty() || tx_blocked_) &&
-      rx_.PrepareRead(wire::kPrefixSize)) {
+      rx_.PrepareRead(read_ahead_)) {
     // The idle spin: waiting for the next message with nothing else to do.
     // One recv() straight into the receive buffer, as ReadMore() would
     // make it; Service() (the parser, the rest of the state machine) runs
     // only when it brought bytes, or to report EOF and errors.
-    const size_t space = std::min(rx_.tail_space(), kReadAhead);
+    const size_t space = std::min(rx_.tail_space(), read_ahead_);
     const ssize_t n = recv(fd_, rx_.tail(), space, 0);
     if (n > 0) {
       rx_.Produce(static_cast<size_t>(n));
@@ -251,7 +261,7 @@ bool Conn::ReadMore(size_t need, size_t* budget) {
                 need, peer_.c_str()));
     return false;
   }
-  size_t want = std::max(need, rx_.size() + kReadAhead) - rx_.size();
+  size_t want = std::max(need, rx_.size() + read_ahead_) - rx_.size();
   for (;;) {
     size_t space = std::min(rx_.tail_space(), want);
     ssize_t n;
