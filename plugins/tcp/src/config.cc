@@ -74,6 +74,9 @@ Config LoadConfig(uint32_t init_flags) {
       IntParam("rx_buffer_size", c.rx_buffer_size, 4096, 64u << 20));
   c.socket_buffer_size = static_cast<uint32_t>(
       IntParam("socket_buffer_size", c.socket_buffer_size, 0, 1u << 30));
+  c.loopback_socket_buffer_size = static_cast<uint32_t>(
+      IntParam("loopback_socket_buffer_size", c.loopback_socket_buffer_size,
+               0, 1u << 30));
   c.busy_poll_usec = static_cast<uint32_t>(
       IntParam("busy_poll_usec", c.busy_poll_usec, 0, 1000000));
   c.max_pending_sends = static_cast<uint32_t>(
@@ -82,11 +85,22 @@ Config LoadConfig(uint32_t init_flags) {
 }
 
 std::string Config::Describe() const {
+  std::string buffers;
+  if (socket_buffer_size != 0) {
+    buffers = Format("socket buffers %u B", socket_buffer_size);
+  } else if (loopback_socket_buffer_size != 0) {
+    buffers = Format("socket buffers %u B to peers on this host, autotuned "
+                     "otherwise",
+                     loopback_socket_buffer_size);
+  } else {
+    buffers = "socket buffers autotuned";
+  }
   return Format(
-      "tcp over epoll, %s mode, TCP_NODELAY; header <= %u B, segments <= %u, "
-      "inline <= %u B per segment (%u B per message), message <= %llu B",
-      busy_poll ? "busy-poll" : "sleeping", max_header_size, max_segments,
-      max_inline_size, max_inline_total,
+      "tcp over epoll, %s mode, TCP_NODELAY, %s; header <= %u B, segments "
+      "<= %u, inline <= %u B per segment (%u B per message), message <= "
+      "%llu B",
+      busy_poll ? "busy-poll" : "sleeping", buffers.c_str(), max_header_size,
+      max_segments, max_inline_size, max_inline_total,
       static_cast<unsigned long long>(max_message_size));
 }
 

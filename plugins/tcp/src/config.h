@@ -24,7 +24,14 @@ struct Config {
   uint32_t max_inline_total = 256 * 1024; // per message, receive side
   uint64_t max_message_size = uint64_t{1} << 40;  // header + segments: 1 TiB
   uint32_t rx_buffer_size = 64 * 1024;    // initial receive buffer per conn
-  uint32_t socket_buffer_size = 0;        // SO_SNDBUF/SO_RCVBUF; 0 = autotune
+  // SO_SNDBUF/SO_RCVBUF for every connection; 0 = see the next one.
+  uint32_t socket_buffer_size = 0;
+  // SO_SNDBUF/SO_RCVBUF for a connection whose peer is on this host
+  // (loopback, or the peer's address is the local one), when
+  // socket_buffer_size is 0; 0 = kernel autotuning. Loopback has no
+  // bandwidth-delay product to cover: a small buffer keeps the data in
+  // flight in cache (README.md, "Socket buffers").
+  uint32_t loopback_socket_buffer_size = 256 * 1024;
   uint32_t busy_poll_usec = 50;           // SO_BUSY_POLL in busy-poll mode
   uint32_t max_pending_sends = 65536;     // per conn before UNAVAILABLE
 

@@ -49,6 +49,19 @@ Conn::Conn(Context* ctx, int fd, State state, std::string peer,
   peer_limits_.max_message = UINT64_MAX;
   peer_limits_.inline_limit = wire::kMinInline;
   peer_limits_.inline_total = wire::kMinInline;
+  UpdateSendLimits();
+}
+
+void Conn::UpdateSendLimits() {
+  const Config& c = ctx_->config();
+  send_limits_.max_header =
+      std::min(c.max_header_size, peer_limits_.max_header);
+  send_limits_.max_segments =
+      std::min(c.max_segments, peer_limits_.max_segments);
+  send_limits_.max_message =
+      std::min(c.max_message_size, peer_limits_.max_message);
+  send_limits_.peer_inline_limit = peer_limits_.inline_limit;
+  send_limits_.peer_inline_total = peer_limits_.inline_total;
 }
 
 Conn::~Conn() {
@@ -58,35 +71,29 @@ Conn::~Conn() {
 
 // --- host calls ------------------------------------------------------------
 
-Status Conn::Send(const ferry_send_args_t& args) {
+ferry_status_t Conn::Send(const ferry_send_args_t& args, Status* error) {
   if (state_ == State::kClosed || state_ == State::kBroken) {
-    return UnusableError("send() on");
+    return Report(error, UnusableError("send() on"));
   }
   const Config& c = ctx_->config();
   if (tx_.size() >= c.max_pending_sends) {
-    return Error(FERRY_UNAVAILABLE,
-                 "tcp: %zu sends already pending on the connection to %s "
-                 "(max_pending_sends): call progress() and post again",
-                 tx_.size(), peer_.c_str());
+    return Report(
+        error, Error(FERRY_UNAVAILABLE,
+                     "tcp: %zu sends already pending on the connection to %s "
+                     "(max_pending_sends): call progress() and post again",
+                     tx_.size(), peer_.c_str()));
   }
-  SendLimits limits;
-  limits.max_header = std::min(c.max_header_size, peer_limits_.max_header);
-  limits.max_segments = std::min(c.max_segments, peer_limits_.max_segments);
-  limits.max_message = std::min(c.max_message_size, peer_limits_.max_message);
-  limits.peer_inline_limit = peer_limits_.inline_limit;
-  limits.peer_inline_total = peer_limits_.inline_total;
-
   SendOp* op = ctx_->send_ops().Get();
-  Status st;
+  ferry_status_t code;
   try {
-    st = EncodeMessage(args, limits, op);
+    code = EncodeMessage(args, send_limits_, op, error);
   } catch (...) {  // out of memory for the header copy: the entry reports it
     ctx_->send_ops().Put(op);
     throw;
   }
-  if (!st.ok()) {
+  if (code != FERRY_OK) {
     ctx_->send_ops().Put(op);
-    return st;
+    return code;
   }
   op->user_data = args.user_data;
   bool was_idle = tx_.Empty();
@@ -94,7 +101,7 @@ Status Conn::Send(const ferry_send_args_t& args) {
   // The latency path: write now rather than waiting for progress(). The
   // completion is still only queued (never inline).
   if (state_ == State::kOpen && was_idle && !tx_blocked_) FlushTx();
-  return Status();
+  return FERRY_OK;
 }
 
 void Conn::Close() {
@@ -162,15 +169,6 @@ void Conn::Service() {
   if (!rx_enabled_) return;
   size_t budget = kRxBudget;
   ServiceRx(&budget);
-}
-
-void Conn::PrimeForBusyPoll() {
-  // Only the receive side: a blocked send waits for its EPOLLOUT edge (the
-  // context still calls epoll_wait now and then), so spinning costs one
-  // recv() per connection and not a failing sendmsg() as well.
-  if (state_ != State::kOpen) return;
-  rx_ready_ = true;
-  ctx_->Schedule(this);
 }
 
 void Conn::StartStream() {

@@ -24,6 +24,7 @@
 
 #include "event_queue.h"
 #include "frame_parser.h"
+#include "message_encoder.h"
 #include "placement.h"
 #include "pollable.h"
 #include "rx_buffer.h"
@@ -57,9 +58,10 @@ class Conn final : public Pollable {
   void set_user_data(void* user_data) { user_data_ = user_data; }
 
   // --- host calls -------------------------------------------------------
-  Status Send(const ferry_send_args_t& args);
-  Status Place(const ferry_place_args_t& args);
-  Status Discard(uint64_t msg_id);
+  // Each returns FERRY_OK, or a failure with *error filled in.
+  ferry_status_t Send(const ferry_send_args_t& args, Status* error);
+  ferry_status_t Place(const ferry_place_args_t& args, Status* error);
+  ferry_status_t Discard(uint64_t msg_id, Status* error);
   void Close();
 
   // --- context calls ----------------------------------------------------
@@ -83,6 +85,7 @@ class Conn final : public Pollable {
   enum class RxState : uint8_t { kHello, kFrame, kHeld, kPlacing, kDead };
 
   void FinishConnect(uint32_t events);
+  void UpdateSendLimits();
   void FlushTx();
   void CompleteSend(SendOp* op, ferry_status_t status, const std::string& msg);
   void FailAllSends(ferry_status_t status, const std::string& msg);
@@ -122,14 +125,22 @@ class Conn final : public Pollable {
   TxQueue tx_;
   bool tx_blocked_ = false;  // waiting for EPOLLOUT
 
-  // The peer's receive limits, from its hello (floors until then).
+  // The peer's receive limits, from its hello (floors until then), and
+  // what they make of this side's sends (kept current by UpdateSendLimits).
   wire::Hello peer_limits_;
+  SendLimits send_limits_;
 
   // Receive side.
   RxState rx_state_ = RxState::kHello;
   bool rx_enabled_;
   bool rx_ready_ = false;  // the socket may have bytes (edge seen, no EAGAIN)
   bool peer_shut_down_ = false;  // EPOLLRDHUP seen: EOF is coming
+  // PrimeForBusyPoll's recv() found the end of the stream (-1) or an error
+  // (its errno), for ReadMore() to report as if its own recv() had.
+  int deferred_rx_result_ = 0;
+  // How many bytes a read asks for beyond what the parser needs (see
+  // kReadAhead in connection_receive.cc).
+  size_t read_ahead_ = 4096;
   RxBuffer rx_;
   ParsedMessage arrival_;
   std::vector<ferry_arrival_segment_t> arrival_segments_;

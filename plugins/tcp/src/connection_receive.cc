@@ -18,10 +18,13 @@ namespace {
 
 // Pieces per readv() while placing (plus one for the receive buffer).
 constexpr size_t kMaxReadIov = 64;
-// How far a read may go past the bytes the parser asked for. Enough for a
-// burst of small messages per recv(), small enough that a large message's
-// payload is not staged in the receive buffer (and then copied) but read
-// straight into the host's buffer once it is placed.
+// How far a read may go past the bytes the parser asked for, at least.
+// Enough for a burst of small messages per recv(), small enough that a large
+// message's payload is not staged in the receive buffer (and then copied)
+// but read straight into the host's buffer once it is placed. A connection
+// reads as far as its last message's metadata and inline bytes (read_ahead_,
+// up to max_inline_size + kReadAhead), so that a message with a large inline
+// segment takes one recv() too.
 constexpr size_t kReadAhead = 4096;
 
 constexpr size_t kPlaceDestMinSize =
@@ -33,24 +36,29 @@ unsigned long long ULL(uint64_t v) { return static_cast<unsigned long long>(v); 
 
 }  // namespace
 
-Status Conn::Place(const ferry_place_args_t& args) {
-  if (state_ == State::kClosed) return UnusableError("place() on");
+ferry_status_t Conn::Place(const ferry_place_args_t& args, Status* error) {
+  if (state_ == State::kClosed) {
+    return Report(error, UnusableError("place() on"));
+  }
   if (rx_state_ != RxState::kHeld || args.msg_id != arrival_id_) {
-    return NoArrivalError(args.msg_id);
+    return Report(error, NoArrivalError(args.msg_id));
   }
   if (args.num_dests != arrival_.num_segments) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: place() for message %llu gives %u destinations, the "
-                 "arrival has %u segments",
-                 ULL(args.msg_id), args.num_dests, arrival_.num_segments);
+    return Report(
+        error, Error(FERRY_INVALID_ARGUMENT,
+                     "tcp: place() for message %llu gives %u destinations, the "
+                     "arrival has %u segments",
+                     ULL(args.msg_id), args.num_dests, arrival_.num_segments));
   }
   if (args.num_dests > 0 &&
       (args.dests == nullptr || args.dest_stride < kPlaceDestMinSize)) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: place() needs a destination array and dest_stride >= "
-                 "%zu (got %p, %llu)",
-                 kPlaceDestMinSize, static_cast<const void*>(args.dests),
-                 ULL(args.dest_stride));
+    return Report(
+        error,
+        Error(FERRY_INVALID_ARGUMENT,
+              "tcp: place() needs a destination array and dest_stride >= "
+              "%zu (got %p, %llu)",
+              kPlaceDestMinSize, static_cast<const void*>(args.dests),
+              ULL(args.dest_stride)));
   }
   // Check every destination before changing any state: a refused place()
   // leaves the arrival waiting for another answer.
@@ -60,23 +68,27 @@ Status Conn::Place(const ferry_place_args_t& args) {
     const ferry_place_dest_t* d = FERRY_ELEMENT_AT(
         const ferry_place_dest_t, args.dests, args.dest_stride, i);
     if (d->struct_size < kPlaceDestMinSize) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: place() destination %u has struct_size %u (< %zu)",
-                   i, d->struct_size, kPlaceDestMinSize);
+      return Report(
+          error, Error(FERRY_INVALID_ARGUMENT,
+                       "tcp: place() destination %u has struct_size %u (< %zu)",
+                       i, d->struct_size, kPlaceDestMinSize));
     }
     if (d->data == nullptr) continue;  // drop this segment
     if (d->capacity < seg.length) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: place() destination %u holds %llu bytes but segment "
-                   "%u of message %llu has %llu",
-                   i, ULL(d->capacity), i, ULL(args.msg_id), ULL(seg.length));
+      return Report(
+          error,
+          Error(FERRY_INVALID_ARGUMENT,
+                "tcp: place() destination %u holds %llu bytes but segment "
+                "%u of message %llu has %llu",
+                i, ULL(d->capacity), i, ULL(args.msg_id), ULL(seg.length)));
     }
     if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) &&
         !IsHostDevice(d->device.type)) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: place() destination %u is device memory (DLPack "
-                   "type %d); the tcp transport writes host memory only",
-                   i, d->device.type);
+      return Report(
+          error, Error(FERRY_INVALID_ARGUMENT,
+                       "tcp: place() destination %u is device memory (DLPack "
+                       "type %d); the tcp transport writes host memory only",
+                       i, d->device.type));
     }
   }
 
@@ -94,14 +106,14 @@ Status Conn::Place(const ferry_place_args_t& args) {
   rx_state_ = RxState::kPlacing;
   if (placement_.Done()) FinishPlacement(FERRY_OK, kNoMessage);
   ScheduleIfRxWork();
-  return Status();
+  return FERRY_OK;
 }
 
-Status Conn::Discard(uint64_t msg_id) {
+ferry_status_t Conn::Discard(uint64_t msg_id, Status* error) {
   // close() already released whatever was held: nothing left to drop.
-  if (state_ == State::kClosed) return Status();
+  if (state_ == State::kClosed) return FERRY_OK;
   if (rx_state_ != RxState::kHeld || msg_id != arrival_id_) {
-    return NoArrivalError(msg_id);
+    return Report(error, NoArrivalError(msg_id));
   }
   placement_.Clear();
   if (state_ == State::kOpen) {
@@ -115,7 +127,7 @@ Status Conn::Discard(uint64_t msg_id) {
   rx_state_ = RxState::kPlacing;
   if (placement_.Done()) FinishPlacement(FERRY_OK, kNoMessage);
   ScheduleIfRxWork();
-  return Status();
+  return FERRY_OK;
 }
 
 void Conn::ServiceRx(size_t* budget) {
@@ -155,6 +167,7 @@ bool Conn::ParseHelloFromBuffer(size_t* need) {
   }
   rx_.Consume(consumed);
   peer_limits_ = hello;
+  UpdateSendLimits();
   rx_state_ = RxState::kFrame;
   return true;
 }
@@ -178,6 +191,13 @@ bool Conn::ParseMessageFromBuffer(size_t* need) {
   }
   arrival_id_ = next_msg_id_++;
   rx_state_ = RxState::kHeld;
+  // The next message is likely the same shape: read its metadata and
+  // inline bytes in one recv(), and ask for a little more so that the read
+  // comes back short and says the socket is drained (a 4 KiB inline segment
+  // took two recv() calls, 16 KiB three). Bounded so that a placed payload
+  // is never staged much beyond kReadAhead.
+  read_ahead_ = std::min(std::max(arrival_.meta_bytes + 512, kReadAhead),
+                         size_t{ctx_->config().max_inline_size} + kReadAhead);
   QueuedEvent& e = ctx_->Emit(FERRY_EV_ARRIVAL, this, nullptr);
   e.msg_id = arrival_id_;
   e.header = arrival_.header;
@@ -185,6 +205,43 @@ bool Conn::ParseMessageFromBuffer(size_t* need) {
   e.segments = arrival_segments_.data();
   e.num_segments = arrival_.num_segments;
   return true;
+}
+
+void Conn::PrimeForBusyPoll() {
+  if (state_ != State::kOpen) return;
+  // A send blocked on a full socket buffer is retried on every spin, as the
+  // raw floor's spinning send() does, instead of waiting for the EPOLLOUT
+  // edge that only every 16th progress() collects: while a large message
+  // streams out, the buffer drains within microseconds and each of those
+  // waits left the connection idle. Costs a failing sendmsg() per spin,
+  // only while something is waiting to be sent.
+  if (tx_blocked_ && !tx_.Empty()) tx_blocked_ = false;
+  if (rx_state_ == RxState::kFrame && rx_enabled_ && rx_.size() == 0 &&
+      !scheduled && (tx_.Empty() || tx_blocked_) &&
+      rx_.PrepareRead(read_ahead_)) {
+    // The idle spin: waiting for the next message with nothing else to do.
+    // One recv() straight into the receive buffer, as ReadMore() would
+    // make it; Service() (the parser, the rest of the state machine) runs
+    // only when it brought bytes, or to report EOF and errors.
+    const size_t space = std::min(rx_.tail_space(), read_ahead_);
+    const ssize_t n = recv(fd_, rx_.tail(), space, 0);
+    if (n > 0) {
+      rx_.Produce(static_cast<size_t>(n));
+      rx_ready_ = true;
+      if (static_cast<size_t>(n) < space) NoteShortRead();
+      ctx_->Schedule(this);
+      return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      rx_ready_ = false;
+      return;
+    }
+    // EOF or an error: Service() reports it (not here: breaking the
+    // connection now would change the open set the caller is walking).
+    if (n == 0 || errno != EINTR) deferred_rx_result_ = n == 0 ? -1 : errno;
+  }
+  rx_ready_ = true;
+  ctx_->Schedule(this);
 }
 
 bool Conn::ReadMore(size_t need, size_t* budget) {
@@ -204,10 +261,17 @@ bool Conn::ReadMore(size_t need, size_t* budget) {
                 need, peer_.c_str()));
     return false;
   }
-  size_t want = std::max(need, rx_.size() + kReadAhead) - rx_.size();
+  size_t want = std::max(need, rx_.size() + read_ahead_) - rx_.size();
   for (;;) {
     size_t space = std::min(rx_.tail_space(), want);
-    ssize_t n = recv(fd_, rx_.tail(), space, 0);
+    ssize_t n;
+    if (deferred_rx_result_ != 0) {  // what PrimeForBusyPoll's recv() got
+      n = deferred_rx_result_ < 0 ? 0 : -1;
+      errno = deferred_rx_result_ < 0 ? 0 : deferred_rx_result_;
+      deferred_rx_result_ = 0;
+    } else {
+      n = recv(fd_, rx_.tail(), space, 0);
+    }
     if (n > 0) {
       rx_.Produce(static_cast<size_t>(n));
       if (static_cast<size_t>(n) < space) NoteShortRead();

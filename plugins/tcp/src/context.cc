@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 namespace ferry_tcp {
@@ -31,8 +32,15 @@ constexpr int kEpollBatch = 64;
 // epoll_wait is cheaper than a recv per connection.
 constexpr size_t kMaxSpinConns = 8;
 // ...and calls epoll_wait only every kEpollEvery-th time, for accepts,
-// connects and errors.
+// connects and errors. When every connection is established and nothing
+// listens, the direct recv()s see everything that matters (data, EOF,
+// resets: recv reports them too; blocked sends are retried on each spin), so
+// epoll_wait is needed only as a backstop (for a connection whose reading is
+// paused while the host holds an arrival). At 16 it was about one extra
+// syscall per 64-byte round trip (a busy host makes ~20 progress() calls per
+// round trip), each as costly as a recv().
 constexpr uint32_t kEpollEvery = 16;
+constexpr uint32_t kEpollEveryEstablished = 256;
 
 // A host may write "::1" for listen_host; the address parser wants brackets.
 std::string BracketHost(const std::string& host) {
@@ -78,14 +86,13 @@ Status Context::Init(const char* instance) {
                  ErrnoText(e).c_str());
   }
   Status st;
-  // Level-triggered: readable for as long as it is signalled.
-  if (!Register(wakeup_fd_, EPOLLIN, &wakeup_tag_, &st)) return st;
-  if (config_.busy_poll) {
-    uint64_t one = 1;
-    if (write(wakeup_fd_, &one, sizeof one) == sizeof one) {
-      wakeup_signalled_ = true;
-    }
-  }
+  // Sleeping mode: edge-triggered, so each write puts the eventfd on the
+  // epoll ready list once and the epoll_wait that reports it takes it off
+  // again; the counter is never read back (see context.h). Busy-poll mode:
+  // level-triggered and written once, so the fd stays readable for good.
+  const uint32_t wakeup_events = config_.busy_poll ? EPOLLIN : EPOLLIN | EPOLLET;
+  if (!Register(wakeup_fd_, wakeup_events, &wakeup_tag_, &st)) return st;
+  if (config_.busy_poll) SignalWakeup();
   wire::Hello hello;
   hello.max_header = config_.max_header_size;
   hello.max_segments = config_.max_segments;
@@ -129,34 +136,46 @@ void Context::Query(ferry_context_info_t* info) const {
 
 // --- progress ----------------------------------------------------------------
 
-Status Context::Progress(ferry_progress_args_t* args) {
+ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   args->num_events = 0;
   if (args->max_events > 0 &&
       (args->events == nullptr ||
        args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: progress() needs an events array and event_stride >= "
-                 "%zu (got %p, %llu)",
-                 FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
-                 static_cast<unsigned long long>(args->event_stride));
+    return Report(
+        error,
+        Error(FERRY_INVALID_ARGUMENT,
+              "tcp: progress() needs an events array and event_stride >= "
+              "%zu (got %p, %llu)",
+              FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
+              static_cast<unsigned long long>(args->event_stride)));
   }
   if (!retired_.empty()) FreeRetired();
   if (!delivered_messages_.empty()) delivered_messages_.clear();
-  PollSockets();
-  RunReady();
-  uint32_t n = Deliver(args);
+  PollSockets(/*events_queued=*/!events_.Empty());
+  if (!ready_.empty()) RunReady();
+  uint32_t n = events_.Empty() ? 0 : Deliver(args);
   args->num_events = n;
-  UpdateWakeup(n == 0);
-  return Status();
+  UpdateWakeup();
+  return FERRY_OK;
 }
 
-void Context::PollSockets() {
-  bool use_epoll = true;
+void Context::PollSockets(bool events_queued) {
   if (config_.busy_poll && open_.size() <= kMaxSpinConns) {
     for (Conn* c : open_) c->PrimeForBusyPoll();
-    use_epoll = open_.empty() || (poll_tick_++ % kEpollEvery) == 0;
+    const uint32_t every = listeners_.empty() && conns_.size() == open_.size()
+                               ? kEpollEveryEstablished
+                               : kEpollEvery;
+    if (!open_.empty() && (poll_tick_++ % every) != 0) return;
+  } else if (events_queued && !skipped_epoll_) {
+    // This call returns events already (queued by host calls since the last
+    // one), so the host calls again before it sleeps; readiness we do not
+    // collect now stays on the epoll ready list, and with it the wakeup fd
+    // readable. Never twice in a row, so a host that posts before every
+    // progress() still gets its sockets read.
+    skipped_epoll_ = true;
+    return;
   }
-  if (!use_epoll) return;
+  skipped_epoll_ = false;
   epoll_event events[kEpollBatch];
   int n = epoll_wait(epoll_fd_, events, kEpollBatch, 0);
   if (n < 0) {
@@ -170,7 +189,12 @@ void Context::PollSockets() {
   // every pointer in this batch stays valid.
   for (int i = 0; i < n; ++i) {
     auto* target = static_cast<Pollable*>(events[i].data.ptr);
-    if (target->kind() == Pollable::Kind::kWakeup) continue;
+    if (target->kind() == Pollable::Kind::kWakeup) {
+      // Edge-triggered (sleeping mode): this report took it off the ready
+      // list, so the fd no longer signals until the next write.
+      if (!config_.busy_poll) wakeup_signalled_ = false;
+      continue;
+    }
     target->OnEpoll(events[i].events);
   }
 }
@@ -187,6 +211,15 @@ void Context::RunReady() {
 uint32_t Context::Deliver(ferry_progress_args_t* args) {
   const size_t stride = static_cast<size_t>(args->event_stride);
   const size_t size = std::min(stride, sizeof(ferry_event_t));
+  char* const base = static_cast<char*>(static_cast<void*>(args->events));
+  // The common case (the host's ferry_event_t is ours or a newer, larger
+  // one, in an aligned array): fill the host's slots in place. Otherwise
+  // build each event here and copy the part the host's smaller struct has.
+  const bool in_place =
+      stride >= sizeof(ferry_event_t) &&
+      stride % alignof(ferry_event_t) == 0 &&
+      reinterpret_cast<uintptr_t>(base) % alignof(ferry_event_t) == 0;
+  ferry_event_t local;
   uint32_t count = 0;
   while (count < args->max_events && !events_.Empty()) {
     QueuedEvent& q = events_.Front();
@@ -194,31 +227,31 @@ uint32_t Context::Deliver(ferry_progress_args_t* args) {
       events_.Pop();
       continue;
     }
-    ferry_event_t ev{};
-    ev.struct_size = static_cast<uint32_t>(size);
-    ev.type = q.type;
-    ev.status = q.status;
-    ev.num_segments = q.num_segments;
-    ev.conn = q.conn != nullptr ? ToHandle(q.conn) : nullptr;
-    ev.user_data = q.user_data;
-    ev.conn_user_data = q.conn != nullptr ? q.conn->user_data() : nullptr;
+    ferry_event_t* ev =
+        in_place ? reinterpret_cast<ferry_event_t*>(base + stride * count)
+                 : &local;
+    Conn* conn = q.conn;
+    const int32_t type = q.type;
+    ev->struct_size = static_cast<uint32_t>(size);
+    ev->type = type;
+    ev->status = q.status;
+    ev->num_segments = q.num_segments;
+    ev->conn = conn != nullptr ? ToHandle(conn) : nullptr;
+    ev->user_data = q.user_data;
+    ev->conn_user_data = conn != nullptr ? conn->user_data() : nullptr;
     if (!q.message.empty()) {
       delivered_messages_.push_back(std::move(q.message));
-      ev.message = delivered_messages_.back().c_str();
+      ev->message = delivered_messages_.back().c_str();
     } else {
-      ev.message = "";
+      ev->message = "";
     }
-    ev.msg_id = q.msg_id;
-    ev.header = q.header;
-    ev.header_len = q.header_len;
-    ev.segments = q.segments;
-    ev.segment_stride =
-        q.type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
-    std::memcpy(static_cast<char*>(static_cast<void*>(args->events)) +
-                    stride * count,
-                &ev, size);
-    Conn* conn = q.conn;
-    int32_t type = q.type;
+    ev->msg_id = q.msg_id;
+    ev->header = q.header;
+    ev->header_len = q.header_len;
+    ev->segments = q.segments;
+    ev->segment_stride =
+        type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
+    if (!in_place) std::memcpy(base + stride * count, &local, size);
     events_.Pop();
     ++count;
     // Hooks run after the event left the queue (they may schedule work).
@@ -234,23 +267,27 @@ uint32_t Context::Deliver(ferry_progress_args_t* args) {
   return count;
 }
 
-void Context::UpdateWakeup(bool progress_was_idle) {
-  if (config_.busy_poll) return;  // signalled for good (see context.h)
-  bool work = !events_.Empty() || !ready_.empty();
-  if (work && !wakeup_signalled_) {
-    uint64_t one = 1;
+void Context::UpdateWakeup() {
+  if (wakeup_signalled_) return;  // busy-poll mode: always
+  if (events_.Empty() && ready_.empty()) return;
+  SignalWakeup();
+}
+
+void Context::SignalWakeup() {
+  uint64_t one = 1;
+  for (int attempt = 0; attempt < 2; ++attempt) {
     if (write(wakeup_fd_, &one, sizeof one) == sizeof one) {
       wakeup_signalled_ = true;
+      return;
     }
-  } else if (!work && wakeup_signalled_ && progress_was_idle) {
-    // Cleared only by a progress() that found nothing: a host that keeps
-    // calling progress() while busy never pays for the read.
+    if (errno != EAGAIN) break;
+    // The counter is never read in normal operation; after 2^64 - 2 writes
+    // it is full and a write would block: reset it, then write again.
     uint64_t value;
-    if (read(wakeup_fd_, &value, sizeof value) == sizeof value ||
-        errno == EAGAIN) {
-      wakeup_signalled_ = false;
-    }
+    if (read(wakeup_fd_, &value, sizeof value) != sizeof value) break;
   }
+  TCP_LOG(FERRY_LOG_ERROR, "cannot signal the wakeup eventfd: %s",
+          ErrnoText(errno).c_str());
 }
 
 void Context::FreeRetired() {
@@ -324,6 +361,7 @@ Status Context::Connect(const char* address, void* user_data, Conn** out) {
   if (fd < 0) return st;
   ConfigureStreamSocket(fd, config_);
   int err = ::connect(fd, addr.get(), addr.length) == 0 ? 0 : errno;
+  if (err == 0 || err == EINPROGRESS) ApplySocketBuffers(fd, config_, addr);
   auto conn = std::make_unique<Conn>(this, fd, Conn::State::kConnecting,
                                      addr.ToString(), user_data,
                                      /*accepted=*/false);
@@ -341,8 +379,11 @@ Status Context::Connect(const char* address, void* user_data, Conn** out) {
 void Context::Accept(int fd, void* listener_user_data) {
   ConfigureStreamSocket(fd, config_);
   SocketAddress peer;
-  std::string peer_text =
-      SocketName(fd, /*peer=*/true, &peer).ok() ? peer.ToString() : "<peer>";
+  std::string peer_text = "<peer>";
+  if (SocketName(fd, /*peer=*/true, &peer).ok()) {
+    peer_text = peer.ToString();
+    ApplySocketBuffers(fd, config_, peer);
+  }
   auto conn = std::make_unique<Conn>(this, fd, Conn::State::kOpen,
                                      std::move(peer_text), nullptr,
                                      /*accepted=*/true);

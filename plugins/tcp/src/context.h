@@ -11,17 +11,26 @@
 // syscall or a memcpy, so it is held for microseconds, and the common case
 // (one thread driving a context) pays one uncontended lock per call.
 //
-// Wakeup: the host sleeps on the epoll fd. Sockets are registered
-// edge-triggered, so a connection whose reading is paused (an arrival
-// waiting for its answer) does not keep waking the host. Work that no socket
-// will announce (a send that completed inside send(), a buffered message
-// after discard()) is announced by the eventfd, which is registered
-// level-triggered and written only when it is not already signalled. In
-// busy-poll mode the eventfd stays signalled for good: the host spins anyway,
-// and the hot path then needs no wakeup syscall at all.
+// Wakeup: the host sleeps on the epoll fd, which is readable exactly while
+// epoll's ready list holds something. Sockets are registered edge-triggered,
+// so a connection whose reading is paused (an arrival waiting for its
+// answer) does not keep waking the host. Work that no socket will announce
+// (a send that completed inside send(), a buffered message after discard())
+// is announced by the eventfd, written only when it is not already pending.
+// In sleeping mode the eventfd is registered edge-triggered too: a write puts
+// it on the ready list, and the epoll_wait in progress() that reports it
+// takes it off, so it never has to be read back (one syscall per wake-up
+// instead of two); whatever is still queued after that progress() is
+// signalled again at its end. A progress() that already has events to
+// return skips epoll_wait (at most every other call): the host calls again
+// before sleeping, and uncollected readiness keeps the fd readable. In
+// busy-poll mode the eventfd is level-triggered and stays signalled for
+// good: the host spins anyway, and the hot path then needs no wakeup syscall
+// at all.
 #pragma once
 
 #include "config.h"
+#include "context_mutex.h"
 #include "event_queue.h"
 #include "frame_parser.h"
 #include "pollable.h"
@@ -34,7 +43,6 @@
 
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -52,17 +60,17 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  std::mutex& mutex() { return mu_; }
+  ContextMutex& mutex() { return mu_; }
 
   // --- host calls (caller holds mutex()) ---------------------------------
   void Query(ferry_context_info_t* info) const;
-  Status Progress(ferry_progress_args_t* args);
+  ferry_status_t Progress(ferry_progress_args_t* args, Status* error);
   Status Listen(const char* address, void* user_data, Listener** out);
   void CloseListener(Listener* listener);
   Status Connect(const char* address, void* user_data, Conn** out);
   // After any host call that may have queued events or work: keeps the
   // wakeup fd readable while progress() has something to do.
-  void AfterHostCall() { UpdateWakeup(false); }
+  void AfterHostCall() { UpdateWakeup(); }
 
   // --- for connections and listeners -------------------------------------
   const Config& config() const { return config_; }
@@ -92,10 +100,12 @@ class Context {
   explicit Context(Config config);
   Status Init(const char* instance);
   bool Register(int fd, uint32_t events, Pollable* target, Status* err);
-  void PollSockets();
+  void PollSockets(bool events_queued);
   void RunReady();
   uint32_t Deliver(ferry_progress_args_t* args);
-  void UpdateWakeup(bool progress_was_idle);
+  // Makes the wakeup fd readable if there is work and it is not already.
+  void UpdateWakeup();
+  void SignalWakeup();
   void FreeRetired();
 
   class WakeupTag final : public Pollable {
@@ -104,7 +114,7 @@ class Context {
     void OnEpoll(uint32_t) override {}
   };
 
-  std::mutex mu_;
+  ContextMutex mu_;
   const Config config_;
   ReceiveLimits limits_;
   std::string instance_;
@@ -113,7 +123,10 @@ class Context {
 
   int epoll_fd_ = -1;
   int wakeup_fd_ = -1;  // eventfd inside the epoll set
+  // Sleeping mode: an eventfd write is on the epoll ready list, not yet
+  // reported by epoll_wait (so the epoll fd is readable). Busy-poll: always.
   bool wakeup_signalled_ = false;
+  bool skipped_epoll_ = false;  // the last progress() skipped epoll_wait
   WakeupTag wakeup_tag_;
   uint32_t poll_tick_ = 0;
 

@@ -44,6 +44,27 @@ ferry_status_t Guarded(const char* entry, ferry_error_buf_t* err,
   return FERRY_INTERNAL;
 }
 
+// The same for the hot calls, whose `fn(Status* error)` returns a bare
+// code and fills *error only when it fails.
+template <typename Fn>
+ferry_status_t GuardedCode(const char* entry, ferry_error_buf_t* err,
+                           Fn&& fn) noexcept {
+  try {
+    Status error;
+    ferry_status_t code = fn(&error);
+    if (code != FERRY_OK) ferry_error_printf(err, "%s", error.message.c_str());
+    return code;
+  } catch (const std::exception& e) {
+    ferry_error_printf(err, "tcp: internal error in %s: %s", entry, e.what());
+    TCP_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
+  } catch (...) {
+    ferry_error_printf(err, "tcp: internal error in %s: unknown exception",
+                       entry);
+    TCP_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
+  }
+  return FERRY_INTERNAL;
+}
+
 template <typename Fn>
 void GuardedVoid(const char* entry, Fn&& fn) noexcept {
   try {
@@ -109,24 +130,27 @@ ferry_status_t Query(ferry_context_t* handle, ferry_context_info_t* info) {
     if (ctx == nullptr || info == nullptr || info->struct_size < sizeof(uint32_t)) {
       return Error(FERRY_INVALID_ARGUMENT, "tcp: query() needs a context and info");
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     ctx->Query(info);
     return Status();
   });
 }
 
 ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
-  return Guarded("progress", nullptr, [&]() -> Status {
+  return GuardedCode("progress", nullptr, [&](Status* error) {
     Context* ctx = FromHandle(handle);
     if (ctx == nullptr || args == nullptr ||
         args->struct_size < FERRY_STRUCT_SIZE(ferry_progress_args_t, num_events)) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: progress() needs a context and progress args");
+      return Report(error,
+                    Error(FERRY_INVALID_ARGUMENT,
+                          "tcp: progress() needs a context and progress args"));
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
-    Status st = ctx->Progress(args);
-    if (!st.ok()) TCP_LOG(FERRY_LOG_ERROR, "%s", st.message.c_str());
-    return st;
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
+    ferry_status_t code = ctx->Progress(args, error);
+    if (code != FERRY_OK) {
+      TCP_LOG(FERRY_LOG_ERROR, "%s", error->message.c_str());
+    }
+    return code;
   });
 }
 
@@ -139,7 +163,7 @@ ferry_status_t Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
       return BadArgs("listen", "ferry_listen_args_t",
                      args ? args->struct_size : 0, FERRY_LISTEN_ARGS_STRUCT_SIZE);
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     Listener* listener = nullptr;
     Status st = ctx->Listen(args->address, args->user_data, &listener);
     if (st.ok()) *out = ToHandle(listener);
@@ -164,7 +188,7 @@ void CloseListener(ferry_listener_t* handle) {
       return;
     }
     Context* ctx = l->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     ctx->CloseListener(l);
   });
 }
@@ -179,7 +203,7 @@ ferry_status_t Connect(ferry_context_t* handle, const ferry_connect_args_t* args
                      args ? args->struct_size : 0,
                      FERRY_CONNECT_ARGS_STRUCT_SIZE);
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     Conn* conn = nullptr;
     Status st = ctx->Connect(args->address, args->user_data, &conn);
     if (st.ok()) *out = ToHandle(conn);
@@ -192,55 +216,59 @@ void SetConnUserData(ferry_conn_t* handle, void* user_data) {
   GuardedVoid("set_conn_user_data", [&] {
     Conn* conn = FromHandle(handle);
     if (conn == nullptr) return;
-    std::lock_guard<std::mutex> lock(conn->context()->mutex());
+    std::lock_guard<ContextMutex> lock(conn->context()->mutex());
     conn->set_user_data(user_data);
   });
 }
 
 ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
                     ferry_error_buf_t* err) {
-  return Guarded("send", err, [&]() -> Status {
+  return GuardedCode("send", err, [&](Status* error) {
     Conn* conn = FromHandle(handle);
-    if (conn == nullptr) return BadHandle("send", "connection");
+    if (conn == nullptr) return Report(error, BadHandle("send", "connection"));
     if (args == nullptr || args->struct_size < FERRY_SEND_ARGS_STRUCT_SIZE) {
-      return BadArgs("send", "ferry_send_args_t", args ? args->struct_size : 0,
-                     FERRY_SEND_ARGS_STRUCT_SIZE);
+      return Report(error, BadArgs("send", "ferry_send_args_t",
+                                   args ? args->struct_size : 0,
+                                   FERRY_SEND_ARGS_STRUCT_SIZE));
     }
     Context* ctx = conn->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
-    Status st = conn->Send(*args);
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
+    ferry_status_t code = conn->Send(*args, error);
     ctx->AfterHostCall();
-    return st;
+    return code;
   });
 }
 
 ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
                      ferry_error_buf_t* err) {
-  return Guarded("place", err, [&]() -> Status {
+  return GuardedCode("place", err, [&](Status* error) {
     Conn* conn = FromHandle(handle);
-    if (conn == nullptr) return BadHandle("place", "connection");
+    if (conn == nullptr) return Report(error, BadHandle("place", "connection"));
     if (args == nullptr || args->struct_size < FERRY_PLACE_ARGS_STRUCT_SIZE) {
-      return BadArgs("place", "ferry_place_args_t", args ? args->struct_size : 0,
-                     FERRY_PLACE_ARGS_STRUCT_SIZE);
+      return Report(error, BadArgs("place", "ferry_place_args_t",
+                                   args ? args->struct_size : 0,
+                                   FERRY_PLACE_ARGS_STRUCT_SIZE));
     }
     Context* ctx = conn->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
-    Status st = conn->Place(*args);
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
+    ferry_status_t code = conn->Place(*args, error);
     ctx->AfterHostCall();
-    return st;
+    return code;
   });
 }
 
 ferry_status_t Discard(ferry_conn_t* handle, uint64_t msg_id,
                        ferry_error_buf_t* err) {
-  return Guarded("discard", err, [&]() -> Status {
+  return GuardedCode("discard", err, [&](Status* error) {
     Conn* conn = FromHandle(handle);
-    if (conn == nullptr) return BadHandle("discard", "connection");
+    if (conn == nullptr) {
+      return Report(error, BadHandle("discard", "connection"));
+    }
     Context* ctx = conn->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
-    Status st = conn->Discard(msg_id);
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
+    ferry_status_t code = conn->Discard(msg_id, error);
     ctx->AfterHostCall();
-    return st;
+    return code;
   });
 }
 
@@ -252,7 +280,7 @@ void Close(ferry_conn_t* handle) {
       return;
     }
     Context* ctx = conn->context();
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ContextMutex> lock(ctx->mutex());
     conn->Close();
     ctx->AfterHostCall();
   });

@@ -1,10 +1,11 @@
 // The context's queue of events waiting for progress() to return them. A
-// vector used as a FIFO that keeps its capacity, so steady traffic queues
+// vector used as a FIFO that keeps its slots, so steady traffic queues
 // events without touching the heap (messages are only set on errors).
 #pragma once
 
 #include <ferry/transport.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -33,36 +34,55 @@ struct QueuedEvent {
 
 class EventQueue {
  public:
-  // Appends an event and returns it for the caller to fill in. The reference
-  // is valid until the next Push or Pop.
+  // Appends an event and returns it for the caller to fill in (every field
+  // is reset). The reference is valid until the next Push or Pop.
   QueuedEvent& Push(int32_t type, Conn* conn, void* user_data) {
-    if (head_ == items_.size()) {
-      items_.clear();
-      head_ = 0;
-    } else if (head_ >= kCompactAt && head_ * 2 >= items_.size()) {
-      items_.erase(items_.begin(), items_.begin() + static_cast<long>(head_));
-      head_ = 0;
+    if (head_ == end_) {
+      head_ = end_ = 0;
+    } else if (head_ >= kCompactAt && head_ * 2 >= end_) {
+      Compact();
     }
-    QueuedEvent& e = items_.emplace_back();
+    // Slots are constructed once and reused, so steady traffic neither
+    // constructs nor destroys anything here.
+    if (end_ == items_.size()) AddSlot();
+    QueuedEvent& e = items_[end_++];
     e.type = type;
+    e.status = FERRY_OK;
     e.conn = conn;
     e.user_data = user_data;
+    if (!e.message.empty()) e.message.clear();
+    e.msg_id = 0;
+    e.header = nullptr;
+    e.header_len = 0;
+    e.segments = nullptr;
+    e.num_segments = 0;
+    e.suppressed = false;
     return e;
   }
 
-  bool Empty() const { return head_ == items_.size(); }
+  bool Empty() const { return head_ == end_; }
   QueuedEvent& Front() { return items_[head_]; }
   void Pop() { ++head_; }
 
   template <typename Fn>
   void ForEachQueued(Fn&& fn) {
-    for (size_t i = head_; i < items_.size(); ++i) fn(items_[i]);
+    for (size_t i = head_; i < end_; ++i) fn(items_[i]);
   }
 
  private:
+  // The rare paths, out of line so that Push stays small enough to inline.
+  __attribute__((noinline)) void Compact() {
+    std::move(items_.begin() + static_cast<long>(head_),
+              items_.begin() + static_cast<long>(end_), items_.begin());
+    end_ -= head_;
+    head_ = 0;
+  }
+  __attribute__((noinline)) void AddSlot() { items_.emplace_back(); }
+
   static constexpr size_t kCompactAt = 4096;
-  std::vector<QueuedEvent> items_;
+  std::vector<QueuedEvent> items_;  // [head_, end_) queued; the rest spare
   size_t head_ = 0;
+  size_t end_ = 0;
 };
 
 }  // namespace ferry_tcp

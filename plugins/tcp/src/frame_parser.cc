@@ -68,9 +68,10 @@ ParseResult ParseMessage(const char* data, size_t size,
     return ParseResult::kError;
   }
   wire::Prefix p = wire::DecodePrefix(data);
-  if (p.flags != 0 || wire::Get16(data + 6) != 0) {
+  const uint16_t reserved = wire::Get16(data + 6);
+  if ((p.flags | reserved) != 0) {
     *error = Error(FERRY_DATA_LOSS, "frame has unknown flags 0x%x/0x%x",
-                   p.flags, wire::Get16(data + 6));
+                   p.flags, reserved);
     return ParseResult::kError;
   }
   if (p.header_len > limits.max_header) {
@@ -95,20 +96,27 @@ ParseResult ParseMessage(const char* data, size_t size,
                    static_cast<unsigned long long>(limits.max_message));
     return ParseResult::kError;
   }
-  size_t table_end =
+  const size_t table_end =
       wire::kPrefixSize + size_t{p.num_segments} * wire::kSegmentEntrySize;
   if (size < table_end) {
     *need = table_end;
     return ParseResult::kNeedMore;
   }
 
-  // Segment table: lengths must add up (without overflow) to payload_bytes
-  // and inline segments must fit the limits we announced.
+  // One pass over the segment table: lengths must add up (without overflow)
+  // to payload_bytes and inline segments must fit the limits we announced.
+  // The descriptors are filled on the way (num_segments <= max_segments, so
+  // the vector never grows past what this side announced); inline_data is
+  // set below, once the inline bytes are known to be buffered.
+  if (segments->size() < p.num_segments) segments->resize(p.num_segments);
+  ferry_arrival_segment_t* out = segments->data();
+  const char* entry = data + wire::kPrefixSize;
   uint64_t sum = 0;
   uint64_t inline_sum = 0;
-  for (uint32_t i = 0; i < p.num_segments; ++i) {
-    wire::SegmentEntry s =
-        wire::DecodeSegment(data + wire::kPrefixSize + i * wire::kSegmentEntrySize);
+  bool any_inline = false;
+  for (uint32_t i = 0; i < p.num_segments;
+       ++i, entry += wire::kSegmentEntrySize) {
+    const wire::SegmentEntry s = wire::DecodeSegment(entry);
     if ((s.flags & ~wire::kSegmentInline) != 0) {
       *error = Error(FERRY_DATA_LOSS, "segment %u has unknown flags 0x%x", i,
                      s.flags);
@@ -132,7 +140,15 @@ ParseResult ParseMessage(const char* data, size_t size,
         return ParseResult::kError;
       }
       inline_sum += s.length;
+      any_inline = true;
     }
+    ferry_arrival_segment_t& d = out[i];
+    d.struct_size = sizeof(ferry_arrival_segment_t);
+    d.reserved = 0;
+    d.length = s.length;
+    d.device.type = s.device_type;
+    d.device.id = s.device_id;
+    d.inline_data = nullptr;
   }
   if (sum != p.payload_bytes) {
     *error = Error(FERRY_DATA_LOSS,
@@ -141,28 +157,25 @@ ParseResult ParseMessage(const char* data, size_t size,
                    static_cast<unsigned long long>(p.payload_bytes));
     return ParseResult::kError;
   }
-  size_t meta = table_end + p.header_len + static_cast<size_t>(inline_sum);
+  // Bounded: table_end and header_len by the limits above, inline_sum by
+  // inline_total.
+  const size_t meta =
+      table_end + p.header_len + static_cast<size_t>(inline_sum);
   if (size < meta) {
     *need = meta;
     return ParseResult::kNeedMore;
   }
 
-  // Complete: describe the segments. Inline bytes follow the header, in
-  // index order.
-  segments->resize(p.num_segments);
-  const char* inline_at = data + table_end + p.header_len;
-  for (uint32_t i = 0; i < p.num_segments; ++i) {
-    wire::SegmentEntry s =
-        wire::DecodeSegment(data + wire::kPrefixSize + i * wire::kSegmentEntrySize);
-    ferry_arrival_segment_t& out = (*segments)[i];
-    out = ferry_arrival_segment_t{};
-    out.struct_size = sizeof(ferry_arrival_segment_t);
-    out.length = s.length;
-    out.device.type = s.device_type;
-    out.device.id = s.device_id;
-    if ((s.flags & wire::kSegmentInline) != 0) {
-      out.inline_data = inline_at;
-      inline_at += s.length;
+  // Complete: inline bytes follow the header, in index order.
+  if (any_inline) {
+    const char* inline_at = data + table_end + p.header_len;
+    entry = data + wire::kPrefixSize;
+    for (uint32_t i = 0; i < p.num_segments;
+         ++i, entry += wire::kSegmentEntrySize) {
+      if ((wire::Get16(entry + 14) & wire::kSegmentInline) != 0) {
+        out[i].inline_data = inline_at;
+        inline_at += out[i].length;
+      }
     }
   }
   message->meta_bytes = meta;

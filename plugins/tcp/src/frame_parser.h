@@ -49,8 +49,10 @@ struct ParsedMessage {
 ParseResult ParseHello(const char* data, size_t size, wire::Hello* hello,
                        size_t* consumed, size_t* need, Status* error);
 
-// Parses one message at the start of `data`. On kDone, `segments` holds one
-// descriptor per segment; inline ones point into `data`.
+// Parses one message at the start of `data`. On kDone, the first
+// num_segments entries of `segments` describe the segments (the vector only
+// grows, up to the max_segments limit); inline ones point into `data`. On
+// kNeedMore or kError its contents mean nothing.
 ParseResult ParseMessage(const char* data, size_t size,
                          const ReceiveLimits& limits,
                          std::vector<ferry_arrival_segment_t>* segments,

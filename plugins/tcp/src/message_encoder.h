@@ -24,9 +24,11 @@ struct SendLimits {
   uint32_t peer_inline_total = 0;
 };
 
-// Fills op->meta and op->iov. On error nothing about `op` matters.
-Status EncodeMessage(const ferry_send_args_t& args, const SendLimits& limits,
-                     SendOp* op);
+// Fills op->meta and op->iov and returns FERRY_OK, or fills *error and
+// returns its code (then nothing about `op` matters).
+ferry_status_t EncodeMessage(const ferry_send_args_t& args,
+                             const SendLimits& limits, SendOp* op,
+                             Status* error);
 
 // True for the devices whose memory the CPU can read and write directly.
 inline bool IsHostDevice(int32_t type) {

@@ -10,7 +10,7 @@ RxBuffer::RxBuffer(size_t default_capacity)
 
 RxBuffer::~RxBuffer() { std::free(buf_); }
 
-bool RxBuffer::PrepareRead(size_t total) {
+bool RxBuffer::PrepareReadSlow(size_t total) {
   if (begin_ > 0) {
     std::memmove(buf_, buf_ + begin_, size());
     end_ -= begin_;
@@ -26,8 +26,7 @@ bool RxBuffer::PrepareRead(size_t total) {
   return true;
 }
 
-void RxBuffer::ShrinkIfIdle() {
-  if (size() != 0 || capacity_ <= default_capacity_) return;
+void RxBuffer::Release() {
   std::free(buf_);
   buf_ = nullptr;
   capacity_ = 0;

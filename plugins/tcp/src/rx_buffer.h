@@ -29,13 +29,21 @@ class RxBuffer {
   // Makes the unconsumed bytes start at the front and the buffer hold at
   // least `total` bytes, so a read can complete a unit of that size. Moves
   // the data: callers must not hold views into it. False when out of memory.
-  bool PrepareRead(size_t total);
+  bool PrepareRead(size_t total) {
+    if (begin_ == 0 && buf_ != nullptr && capacity_ >= total) return true;
+    return PrepareReadSlow(total);
+  }
 
   // Returns a buffer that grew for one big message to its default size once
   // it is empty again, so an idle connection holds little memory.
-  void ShrinkIfIdle();
+  void ShrinkIfIdle() {
+    if (size() == 0 && capacity_ > default_capacity_) Release();
+  }
 
  private:
+  bool PrepareReadSlow(size_t total);
+  void Release();
+
   char* buf_ = nullptr;
   size_t capacity_ = 0;
   size_t default_capacity_;

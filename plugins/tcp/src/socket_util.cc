@@ -29,12 +29,6 @@ void ConfigureStreamSocket(int fd, const Config& config) {
     TCP_LOG(FERRY_LOG_WARN, "TCP_NODELAY failed: %s",
             ErrnoText(errno).c_str());
   }
-  if (config.socket_buffer_size != 0) {
-    int size = static_cast<int>(config.socket_buffer_size);
-    // Setting a size turns the kernel's autotuning off, so only on request.
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-  }
 #ifdef SO_BUSY_POLL
   if (config.busy_poll && config.busy_poll_usec != 0) {
     int usec = static_cast<int>(config.busy_poll_usec);
@@ -46,6 +40,54 @@ void ConfigureStreamSocket(int fd, const Config& config) {
     }
   }
 #endif
+}
+
+bool PeerIsLocal(int fd, const SocketAddress& peer) {
+  if (peer.family() == AF_INET) {
+    const in_addr& a = reinterpret_cast<const sockaddr_in*>(&peer.storage)->sin_addr;
+    if ((ntohl(a.s_addr) >> 24) == 127) return true;  // 127.0.0.0/8
+  } else if (peer.family() == AF_INET6) {
+    const in6_addr& a =
+        reinterpret_cast<const sockaddr_in6*>(&peer.storage)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127) return true;
+  } else {
+    return false;
+  }
+  // Our own interface address (a connection to this host's external
+  // address is routed over loopback too).
+  SocketAddress local;
+  if (!SocketName(fd, /*peer=*/false, &local).ok() ||
+      local.family() != peer.family()) {
+    return false;
+  }
+  if (peer.family() == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(&local.storage)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(&peer.storage)->sin_addr.s_addr;
+  }
+  return IN6_ARE_ADDR_EQUAL(
+      &reinterpret_cast<const sockaddr_in6*>(&local.storage)->sin6_addr,
+      &reinterpret_cast<const sockaddr_in6*>(&peer.storage)->sin6_addr);
+}
+
+uint32_t ApplySocketBuffers(int fd, const Config& config,
+                            const SocketAddress& peer) {
+  // Setting a size turns the kernel's autotuning off for that buffer, so
+  // only on request, or for a peer on this host (config.h says why).
+  uint32_t size = config.socket_buffer_size;
+  if (size == 0 && config.loopback_socket_buffer_size != 0 &&
+      PeerIsLocal(fd, peer)) {
+    size = config.loopback_socket_buffer_size;
+  }
+  if (size == 0) return 0;
+  int value = static_cast<int>(size);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof value) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value) != 0) {
+    TCP_LOG(FERRY_LOG_DEBUG, "socket buffers of %u bytes not applied: %s",
+            size, ErrnoText(errno).c_str());
+    return 0;
+  }
+  return size;
 }
 
 int TakeSocketError(int fd) {

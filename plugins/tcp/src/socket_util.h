@@ -3,6 +3,7 @@
 // from birth.
 #pragma once
 
+#include "address.h"
 #include "config.h"
 #include "status.h"
 
@@ -14,8 +15,18 @@ namespace ferry_tcp {
 int OpenStreamSocket(int family, Status* err);
 
 // TCP_NODELAY (latency: a small message must leave now, not wait for an
-// ACK), buffer sizes when configured, SO_BUSY_POLL in busy-poll mode.
+// ACK), SO_BUSY_POLL in busy-poll mode.
 void ConfigureStreamSocket(int fd, const Config& config);
+
+// True when `peer` is on this host: a loopback address, or the address of
+// `fd`'s own (connected or connecting) end.
+bool PeerIsLocal(int fd, const SocketAddress& peer);
+
+// SO_SNDBUF and SO_RCVBUF of a connected (or connecting) socket:
+// socket_buffer_size when set, else loopback_socket_buffer_size for a peer
+// on this host, else nothing (kernel autotuning). Returns the size set, or 0.
+uint32_t ApplySocketBuffers(int fd, const Config& config,
+                            const SocketAddress& peer);
 
 // SO_ERROR, which also clears it.
 int TakeSocketError(int fd);

@@ -1,7 +1,8 @@
 // A connection's outgoing frames in order, written with sendmsg() (not
-// writev: MSG_NOSIGNAL keeps a dead peer from raising SIGPIPE). One call
-// gathers as many queued frames as fit in IOV_MAX pieces, so a burst of small
-// sends after back-pressure costs one syscall, not one per message.
+// writev: MSG_NOSIGNAL keeps a dead peer from raising SIGPIPE), or send()
+// when what is left is one contiguous piece. One call gathers as many queued
+// frames as fit in IOV_MAX pieces, so a burst of small sends after
+// back-pressure costs one syscall, not one per message.
 #pragma once
 
 #include "send_op.h"
@@ -37,16 +38,30 @@ class TxQueue {
     while (head_ != nullptr) {
       size_t count = 0;
       size_t want = 0;
-      for (SendOp* op = head_; op != nullptr && count < max_iov; op = op->next) {
-        for (size_t i = op->iov_pos; i < op->iov.size() && count < max_iov; ++i) {
-          scratch[count++] = op->iov[i];
-          want += op->iov[i].iov_len;
-        }
-      }
       msghdr msg{};
-      msg.msg_iov = scratch;
+      if (head_->next == nullptr && head_->iov.size() - head_->iov_pos <= max_iov) {
+        // One op (the latency path): its own iovecs, no gathering copy.
+        count = head_->iov.size() - head_->iov_pos;
+        msg.msg_iov = head_->iov.data() + head_->iov_pos;
+        for (size_t i = 0; i < count; ++i) want += msg.msg_iov[i].iov_len;
+      } else {
+        for (SendOp* op = head_; op != nullptr && count < max_iov;
+             op = op->next) {
+          for (size_t i = op->iov_pos; i < op->iov.size() && count < max_iov;
+               ++i) {
+            scratch[count++] = op->iov[i];
+            want += op->iov[i].iov_len;
+          }
+        }
+        msg.msg_iov = scratch;
+      }
       msg.msg_iovlen = count;
-      ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      // One piece (a small message, see EncodeMessage): send() skips
+      // sendmsg()'s import of the msghdr and iovec array.
+      ssize_t n = count == 1 ? send(fd, msg.msg_iov[0].iov_base,
+                                    msg.msg_iov[0].iov_len,
+                                    MSG_NOSIGNAL | MSG_DONTWAIT)
+                             : sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {

@@ -53,31 +53,56 @@ constexpr uint32_t kMinInline = 4096;
 // prefix+table+header and one per segment.
 constexpr uint32_t kMaxSegmentsLimit = 1000;
 
+// Fixed-size little-endian fields, read and written with memcpy (one load or
+// store each: no alignment assumed, no byte loops). The wire is
+// little-endian; a big-endian host swaps bytes on the way in and out.
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
+    defined(__ORDER_BIG_ENDIAN__)
+constexpr bool kHostIsLittleEndian =
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ||
+                  __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__,
+              "ferry-tcp's wire code supports little- and big-endian hosts");
+#else
+#error "ferry-tcp needs __BYTE_ORDER__ to encode its little-endian wire format"
+#endif
+
+inline uint16_t ToLE(uint16_t v) {
+  return kHostIsLittleEndian ? v : __builtin_bswap16(v);
+}
+inline uint32_t ToLE(uint32_t v) {
+  return kHostIsLittleEndian ? v : __builtin_bswap32(v);
+}
+inline uint64_t ToLE(uint64_t v) {
+  return kHostIsLittleEndian ? v : __builtin_bswap64(v);
+}
+
 inline void Put16(char* p, uint16_t v) {
-  p[0] = static_cast<char>(v);
-  p[1] = static_cast<char>(v >> 8);
+  v = ToLE(v);
+  std::memcpy(p, &v, sizeof v);
 }
 inline void Put32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+  v = ToLE(v);
+  std::memcpy(p, &v, sizeof v);
 }
 inline void Put64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+  v = ToLE(v);
+  std::memcpy(p, &v, sizeof v);
 }
 inline uint16_t Get16(const char* p) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  return static_cast<uint16_t>(u[0] | (u[1] << 8));
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return ToLE(v);
 }
 inline uint32_t Get32(const char* p) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | u[i];
-  return v;
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return ToLE(v);
 }
 inline uint64_t Get64(const char* p) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | u[i];
-  return v;
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return ToLE(v);
 }
 
 // A side's receive limits, as announced in its hello.

@@ -196,6 +196,35 @@ TEST(TcpPlugin, BusyPollRoundTrip) {
   CloseLink(&client, &server, link);
 }
 
+TEST(TcpPlugin, BusyPollLargeMessageStreamsThroughFullSocketBuffers) {
+  // 16 MiB through 256 KiB loopback socket buffers: the sender's sendmsg()
+  // blocks many times and busy-poll mode retries it on every spin.
+  Endpoint client(FERRY_INIT_BUSY_POLL), server(FERRY_INIT_BUSY_POLL);
+  EXPECT_NE(client.t().description().find("262144 B to peers on this host"),
+            std::string::npos)
+      << client.t().description();
+  Link link = Connect(&client, &server);
+  const size_t kSize = 16u << 20;
+  std::vector<uint8_t> payload = Pattern(kSize, 11);
+  std::vector<ferry_segment_t> segs = {Segment(payload.data(), kSize)};
+  ASSERT_TRUE(client.t().Send(link.client, SendArgs("big", segs, Cookie(1))).ok());
+  ASSERT_TRUE(PumpUntil({&client, &server},
+                        [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  Event in = server.Take(FERRY_EV_ARRIVAL);
+  ASSERT_EQ(in.segments.size(), 1u);
+  EXPECT_FALSE(in.segments[0].is_inline);
+  std::vector<uint8_t> landing(kSize);
+  std::vector<ferry_place_dest_t> dests = {Dest(landing.data(), kSize)};
+  ASSERT_TRUE(server.t().Place(link.server, PlaceArgs(in.msg_id, dests, Cookie(2))).ok());
+  ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
+    return server.Has(FERRY_EV_PLACE_DONE) && client.Has(FERRY_EV_SEND_DONE);
+  }));
+  EXPECT_EQ(server.Take(FERRY_EV_PLACE_DONE).status, FERRY_OK);
+  EXPECT_EQ(client.Take(FERRY_EV_SEND_DONE).user_data, Cookie(1));
+  EXPECT_TRUE(landing == payload) << "placed bytes differ from the sent ones";
+  CloseLink(&client, &server, link);
+}
+
 TEST(TcpPlugin, BusyPollFromParameter) {
   ferry::SetPluginParam("tcp", "busy_poll", "1");
   Endpoint e;
@@ -402,6 +431,56 @@ std::vector<BadStream> BadStreams() {
 
 INSTANTIATE_TEST_SUITE_P(Streams, TcpMalformed, ::testing::ValuesIn(BadStreams()),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// --- what goes on the wire ------------------------------------------------------
+
+TEST(TcpPlugin, FramesOnTheWireAreWhatWireHSays) {
+  // Small all-inline messages are assembled in one buffer and sent with
+  // send(); others go out as an iovec list. Either way the bytes must be
+  // exactly the version-1 layout.
+  Endpoint server;
+  ferry_listener_t* l = nullptr;
+  std::string address = server.Listen("127.0.0.1:0", &l);
+  RawSocket raw = RawSocket::ConnectTo(address);
+  raw.SendAll(HelloBytes());
+  ASSERT_TRUE(PumpUntil({&server}, [&] { return server.Has(FERRY_EV_ACCEPTED); }));
+  ferry_conn_t* conn = server.Take(FERRY_EV_ACCEPTED).conn;
+
+  std::vector<uint8_t> p100 = Pattern(100, 1), p20000 = Pattern(20000, 2),
+                       p10 = Pattern(10, 3), p200 = Pattern(200, 4);
+  std::string h900(900, 'h');
+  const char abc[] = "abc";
+  // 1: three inline segments, one of them empty: one contiguous frame.
+  ASSERT_TRUE(server.t().Send(conn, SendArgs("hdr", {Segment(abc, 3),
+                                                     Segment(nullptr, 0),
+                                                     Segment(p100.data(), 100)},
+                                             Cookie(1))).ok());
+  // 2: a placed segment before an inline one: inline bytes go first.
+  ASSERT_TRUE(server.t().Send(conn, SendArgs("", {Segment(p20000.data(), 20000),
+                                                  Segment(p10.data(), 10)},
+                                             Cookie(2))).ok());
+  // 3: all inline but above the one-buffer size.
+  ASSERT_TRUE(server.t().Send(conn, SendArgs(h900, {Segment(p200.data(), 200)},
+                                             Cookie(3))).ok());
+  std::string expected =
+      FrameBytes("hdr", {{"abc", true}, {"", true}, {AsString(p100), true}}) +
+      FrameBytes("", {{AsString(p20000), false}, {AsString(p10), true}}) +
+      FrameBytes(h900, {{AsString(p200), true}});
+  std::string got;
+  ASSERT_TRUE(PumpUntil({&server}, [&] {
+    raw.ReadAvailable(&got);
+    return got.size() >= wire::kHelloSize + expected.size();
+  }));
+  ASSERT_EQ(got.size(), wire::kHelloSize + expected.size());
+  EXPECT_EQ(wire::Get32(got.data()), wire::kHelloMagic);
+  EXPECT_TRUE(got.substr(wire::kHelloSize) == expected)
+      << "the frames differ from FrameBytes()";
+  ASSERT_TRUE(PumpUntil({&server},
+                        [&] { return server.Count(FERRY_EV_SEND_DONE) == 3; }));
+  server.t().Close(conn);
+  ASSERT_TRUE(PumpUntil({&server}, [&] { return server.Has(FERRY_EV_CLOSED, conn); }));
+  server.t().CloseListener(l);
+}
 
 // --- peers that go away --------------------------------------------------------
 

@@ -1,0 +1,57 @@
+#include "context_mutex.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ferry_tcp {
+namespace {
+
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
+                  std::atomic<uint32_t>::is_always_lock_free,
+              "the futex word must be a plain lock-free 32-bit integer");
+
+// Holders keep the lock for microseconds (non-blocking syscalls, copies):
+// spinning that long is cheaper than a futex round trip, but only while the
+// holder is running, so the spin is short and then the waiter sleeps.
+constexpr int kSpins = 100;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+long Futex(std::atomic<uint32_t>* word, int op, uint32_t value) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
+                 nullptr, nullptr, 0);
+}
+
+}  // namespace
+
+void ContextMutex::LockContended() {
+  for (int i = 0; i < kSpins; ++i) {
+    CpuRelax();
+    uint32_t expected = kFree;
+    if (state_.load(std::memory_order_relaxed) == kFree &&
+        state_.compare_exchange_weak(expected, kLocked,
+                                     std::memory_order_acquire,
+                                     std::memory_order_relaxed)) {
+      return;
+    }
+  }
+  // Mark the lock contended; whoever releases it then wakes one sleeper.
+  // Taking it this way leaves it marked contended, which at worst costs one
+  // spurious wake-up later.
+  while (state_.exchange(kContended, std::memory_order_acquire) != kFree) {
+    Futex(&state_, FUTEX_WAIT_PRIVATE, kContended);  // EAGAIN/EINTR: retry
+  }
+}
+
+void ContextMutex::WakeOne() { Futex(&state_, FUTEX_WAKE_PRIVATE, 1); }
+
+}  // namespace ferry_tcp
