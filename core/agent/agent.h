@@ -153,6 +153,9 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   // are forked); `meta` receives the description.
   Status EncodeValue(Value& v, uint64_t to, wire::ValueMeta* meta, OutMessage* msg,
                      std::vector<wire::RRefRef>* forks);
+  Status EncodeParts(Value& v, bool hand_over_tensors, uint64_t to,
+                     wire::ValueMeta* meta, OutMessage* msg,
+                     std::vector<wire::RRefRef>* forks);
   Status EncodeShared(const std::shared_ptr<Value>& v, uint64_t to,
                       wire::ValueMeta* meta, OutMessage* msg,
                       std::vector<wire::RRefRef>* forks);

@@ -39,6 +39,12 @@ Status Agent::Register(const std::string& function, Handler handler, bool may_bl
 
 Status Agent::EncodeValue(Value& v, uint64_t to, wire::ValueMeta* meta, OutMessage* msg,
                           std::vector<wire::RRefRef>* forks) {
+  return EncodeParts(v, /*hand_over_tensors=*/true, to, meta, msg, forks);
+}
+
+Status Agent::EncodeParts(Value& v, bool hand_over_tensors, uint64_t to,
+                          wire::ValueMeta* meta, OutMessage* msg,
+                          std::vector<wire::RRefRef>* forks) {
   meta->bytes = v.bytes;
   for (size_t i = 0; i < v.tensors.size(); ++i) {
     DLManagedTensor* t = v.tensors[i];
@@ -67,7 +73,7 @@ Status Agent::EncodeValue(Value& v, uint64_t to, wire::ValueMeta* meta, OutMessa
     msg->tensors.push_back(ot);
   }
   // Ownership moves to the message only once everything checked out.
-  for (size_t i = 0; i < v.tensors.size(); ++i) {
+  for (size_t i = 0; hand_over_tensors && i < v.tensors.size(); ++i) {
     msg->tensors[i].managed = v.tensors[i];
     v.tensors[i] = nullptr;
   }
@@ -85,32 +91,8 @@ Status Agent::EncodeShared(const std::shared_ptr<Value>& v, uint64_t to,
                            std::vector<wire::RRefRef>* forks) {
   // The owner's value is sent without a copy: the message keeps the value
   // alive until its bytes left (its tensors are not handed over).
-  meta->bytes = v->bytes;
-  for (size_t i = 0; i < v->tensors.size(); ++i) {
-    const DLManagedTensor* t = v->tensors[i];
-    if (t == nullptr) continue;
-    auto nbytes = TensorBytes(t->dl_tensor, i);
-    if (!nbytes.ok()) return nbytes.status();
-    wire::TensorMeta tm;
-    tm.dtype = t->dl_tensor.dtype;
-    tm.device = t->dl_tensor.device;
-    tm.shape.assign(t->dl_tensor.shape, t->dl_tensor.shape + t->dl_tensor.ndim);
-    tm.nbytes = nbytes.value();
-    meta->tensors.push_back(std::move(tm));
-    OutTensor ot;
-    ot.data = static_cast<const char*>(t->dl_tensor.data) + t->dl_tensor.byte_offset;
-    ot.nbytes = nbytes.value();
-    ot.device = t->dl_tensor.device;
-    msg->tensors.push_back(ot);
-  }
   msg->keepalive = v;
-  for (const auto& h : v->rrefs) {
-    auto ref = rrefs_->Fork(*h, to);
-    if (!ref.ok()) return ref.status();
-    forks->push_back(ref.value());
-    meta->rrefs.push_back(ref.value());
-  }
-  return Status::Ok();
+  return EncodeParts(*v, /*hand_over_tensors=*/false, to, meta, msg, forks);
 }
 
 StatusOr<Value> Agent::DecodeValue(uint64_t from, wire::ValueMeta& meta, InMessage& msg) {

@@ -195,16 +195,7 @@ void RRefContext::ForkAborted(const wire::RRefRef& ref) {
         MaybeDeleteOwner(ref.rref, &out);
       }
     } else {
-      auto pc = pending_children_.find(ref.fork);
-      if (pc != pending_children_.end()) {
-        const UserKey parent{pc->second.rref, pc->second.parent_fork};
-        pending_children_.erase(pc);
-        auto u = users_.find(parent);
-        if (u != users_.end()) {
-          --u->second.pending_children;
-          MaybeDeleteUser(parent, &out);
-        }
-      }
+      ReleasePendingChild(ref.fork, &out);
     }
   }
   Flush(&out);
@@ -296,16 +287,7 @@ void RRefContext::OnControl(uint64_t from, uint64_t from_incarnation,
         MaybeDeleteUser(it->first, &out);
       }
     } else if (c.kind == wire::ControlKind::kChildAccept) {
-      auto pc = pending_children_.find(c.fork);
-      if (pc != pending_children_.end()) {
-        const UserKey parent{pc->second.rref, pc->second.parent_fork};
-        pending_children_.erase(pc);
-        auto u = users_.find(parent);
-        if (u != users_.end()) {
-          --u->second.pending_children;
-          MaybeDeleteUser(parent, &out);
-        }
-      }
+      ReleasePendingChild(c.fork, &out);
     } else if (c.kind == wire::ControlKind::kUserDelete) {
       auto it = owners_.find(c.rref);
       if (it != owners_.end()) {
@@ -462,6 +444,18 @@ void RRefContext::MaybeDeleteOwner(const wire::Guid& rref, Out* out) {
                                          " deletes OwnerRRef " + rref.ToString());
     out->garbage.push_back(std::move(s.value));  // freed after the lock
     owners_.erase(it);
+  }
+}
+
+void RRefContext::ReleasePendingChild(const wire::Guid& child_fork, Out* out) {
+  auto pc = pending_children_.find(child_fork);
+  if (pc == pending_children_.end()) return;  // released already (idempotent)
+  const UserKey parent{pc->second.rref, pc->second.parent_fork};
+  pending_children_.erase(pc);
+  auto u = users_.find(parent);
+  if (u != users_.end()) {
+    --u->second.pending_children;
+    MaybeDeleteUser(parent, out);
   }
 }
 

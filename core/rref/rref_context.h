@@ -162,6 +162,8 @@ class RRefContext : public std::enable_shared_from_this<RRefContext> {
   void SendControl(uint64_t to, wire::Control c, Out* out);
   void MaybeDeleteOwner(const wire::Guid& rref, Out* out);
   void MaybeDeleteUser(const UserKey& key, Out* out);
+  // The child fork is confirmed (or will never be): its parent may go (G2).
+  void ReleasePendingChild(const wire::Guid& child_fork, Out* out);
   void Flush(Out* out);
 
   Hooks hooks_;
