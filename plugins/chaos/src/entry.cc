@@ -5,6 +5,8 @@
 #include "context.h"
 #include "log.h"
 
+#include "ferry_plugin/entry_guard.h"
+
 #include <ferry/transport.h>
 
 #include <cstring>
@@ -14,36 +16,16 @@
 namespace ferry_chaos {
 namespace {
 
+using ferry_plugin::BadArgs;
+using ferry_plugin::BadHandle;
+using ferry_plugin::CopyString;
+using ferry_plugin::Guarded;
+using ferry_plugin::GuardedCode;
+using ferry_plugin::GuardedVoid;
+
 constexpr const char* kPluginVersion = "0.1.0";
 constexpr uint32_t kMinorMin = 1;  // 0.1 is the first published minor
 constexpr uint32_t kMinorMax = FERRY_TRANSPORT_ABI_MINOR;
-
-template <typename Fn>
-ferry_status_t Guarded(const char* entry, ferry_error_buf_t* err, Fn&& fn) noexcept {
-  try {
-    Status st = fn();
-    if (!st.ok()) ferry_error_printf(err, "%s", st.message.c_str());
-    return st.code;
-  } catch (const std::exception& e) {
-    ferry_error_printf(err, "chaos: internal error in %s: %s", entry, e.what());
-    CHAOS_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
-  } catch (...) {
-    ferry_error_printf(err, "chaos: internal error in %s: unknown exception", entry);
-    CHAOS_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
-  }
-  return FERRY_INTERNAL;
-}
-
-template <typename Fn>
-void GuardedVoid(const char* entry, Fn&& fn) noexcept {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    CHAOS_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
-  } catch (...) {
-    CHAOS_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
-  }
-}
 
 Context* CtxOf(ferry_context_t* h) { return reinterpret_cast<Context*>(h); }
 Conn* ConnOf(ferry_conn_t* h) {
@@ -53,17 +35,6 @@ Conn* ConnOf(ferry_conn_t* h) {
 Listener* ListenerOf(ferry_listener_t* h) {
   auto* l = reinterpret_cast<Listener*>(h);
   return l != nullptr && l->magic == kListenerMagic ? l : nullptr;
-}
-
-Status BadHandle(const char* entry, const char* what) {
-  return Error(FERRY_INVALID_ARGUMENT, "chaos: %s() got an invalid %s handle", entry,
-               what);
-}
-
-Status BadArgs(const char* entry, const char* type, uint32_t got, size_t need) {
-  return Error(FERRY_INVALID_ARGUMENT,
-               "chaos: %s() needs a %s with struct_size >= %zu (got %u)", entry, type,
-               need, got);
 }
 
 // --- vtable entries --------------------------------------------------------
@@ -304,7 +275,10 @@ extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(
         args, ferry_chaos::kPluginName, ferry_chaos::kPluginVersion,
         ferry_chaos::kMinorMin, ferry_chaos::kMinorMax, FERRY_FEATURE_MULTI_CONTEXT,
         &ferry_chaos::kVtable);
-    if (st == FERRY_OK) ferry_chaos::SetHostServices(args->host);
+    if (st == FERRY_OK) {
+      ferry_plugin::SetPluginName(ferry_chaos::kPluginName);
+      ferry_chaos::SetHostServices(args->host);
+    }
     return st;
   } catch (...) {
     return FERRY_INTERNAL;

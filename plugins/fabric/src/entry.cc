@@ -6,6 +6,8 @@
 #include "log.h"
 #include "status.h"
 
+#include "ferry_plugin/entry_guard.h"
+
 #include <ferry/transport.h>
 
 #include <cstring>
@@ -15,42 +17,17 @@
 namespace ferry_fabric {
 namespace {
 
+using ferry_plugin::BadArgs;
+using ferry_plugin::BadHandle;
+using ferry_plugin::CopyString;
+using ferry_plugin::Guarded;
+using ferry_plugin::GuardedCode;
+using ferry_plugin::GuardedVoid;
+
 constexpr const char* kPluginName = "fabric";
 constexpr const char* kPluginVersion = "0.1.0";
 constexpr uint32_t kMinorMin = 1;
 constexpr uint32_t kMinorMax = FERRY_TRANSPORT_ABI_MINOR;
-
-template <typename Fn>
-ferry_status_t Guarded(const char* entry, ferry_error_buf_t* err,
-                       Fn&& fn) noexcept {
-  try {
-    Status st = fn();
-    if (!st.ok()) {
-      ferry_error_printf(err, "%s",
-                         st.message.empty() ? "fabric: failed" : st.message.c_str());
-    }
-    return st.code;
-  } catch (const std::exception& e) {
-    ferry_error_printf(err, "fabric: internal error in %s: %s", entry, e.what());
-    FAB_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
-  } catch (...) {
-    ferry_error_printf(err, "fabric: internal error in %s: unknown exception",
-                       entry);
-    FAB_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
-  }
-  return FERRY_INTERNAL;
-}
-
-template <typename Fn>
-void GuardedVoid(const char* entry, Fn&& fn) noexcept {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    FAB_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
-  } catch (...) {
-    FAB_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
-  }
-}
 
 Context* ToContext(ferry_context_t* h) { return reinterpret_cast<Context*>(h); }
 
@@ -62,27 +39,6 @@ Conn* ToConn(ferry_conn_t* h) {
 Listener* ToListener(ferry_listener_t* h) {
   auto* l = reinterpret_cast<Listener*>(h);
   return l != nullptr && l->magic == Listener::kMagic ? l : nullptr;
-}
-
-Status BadHandle(const char* entry, const char* what) {
-  return Error(FERRY_INVALID_ARGUMENT, "fabric: %s() got an invalid %s handle",
-               entry, what);
-}
-
-Status BadArgs(const char* entry, const char* type, uint32_t got, size_t need) {
-  return Error(FERRY_INVALID_ARGUMENT,
-               "fabric: %s() needs a %s with struct_size >= %zu (got %u)", entry,
-               type, need, got);
-}
-
-Status CopyString(const std::string& s, char* buf, uint64_t buf_len) {
-  if (buf == nullptr || buf_len < s.size() + 1) {
-    if (buf != nullptr && buf_len > 0) buf[0] = '\0';
-    return Error(FERRY_RESOURCE_EXHAUSTED, "fabric: the address needs %zu bytes",
-                 s.size() + 1);
-  }
-  std::memcpy(buf, s.c_str(), s.size() + 1);
-  return Status();
 }
 
 // --- vtable entries --------------------------------------------------------
@@ -340,7 +296,10 @@ extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(
         args, ferry_fabric::kPluginName, ferry_fabric::kPluginVersion,
         ferry_fabric::kMinorMin, ferry_fabric::kMinorMax,
         FERRY_FEATURE_MULTI_CONTEXT, &ferry_fabric::kVtable);
-    if (st == FERRY_OK) ferry_fabric::SetHostServices(args->host);
+    if (st == FERRY_OK) {
+      ferry_plugin::SetPluginName(ferry_fabric::kPluginName);
+      ferry_fabric::SetHostServices(args->host);
+    }
     return st;
   } catch (...) {
     return FERRY_INTERNAL;

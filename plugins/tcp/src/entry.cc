@@ -9,6 +9,8 @@
 #include "log.h"
 #include "status.h"
 
+#include "ferry_plugin/entry_guard.h"
+
 #include <ferry/transport.h>
 
 #include <cstring>
@@ -18,84 +20,18 @@
 namespace ferry_tcp {
 namespace {
 
+using ferry_plugin::BadArgs;
+using ferry_plugin::BadHandle;
+using ferry_plugin::CopyString;
+using ferry_plugin::Guarded;
+using ferry_plugin::GuardedCode;
+using ferry_plugin::GuardedVoid;
+
 constexpr const char* kPluginName = "tcp";
 constexpr const char* kPluginVersion = "0.1.0";
 // 0.1 is the first published minor.
 constexpr uint32_t kMinorMin = 1;
 constexpr uint32_t kMinorMax = FERRY_TRANSPORT_ABI_MINOR;
-
-// Runs `fn` (returning Status), reports its error into `err`, and catches
-// everything.
-template <typename Fn>
-ferry_status_t Guarded(const char* entry, ferry_error_buf_t* err,
-                       Fn&& fn) noexcept {
-  try {
-    Status st = fn();
-    if (!st.ok()) ferry_error_printf(err, "%s", st.message.c_str());
-    return st.code;
-  } catch (const std::exception& e) {
-    ferry_error_printf(err, "tcp: internal error in %s: %s", entry, e.what());
-    TCP_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
-  } catch (...) {
-    ferry_error_printf(err, "tcp: internal error in %s: unknown exception",
-                       entry);
-    TCP_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
-  }
-  return FERRY_INTERNAL;
-}
-
-// The same for the hot calls, whose `fn(Status* error)` returns a bare
-// code and fills *error only when it fails.
-template <typename Fn>
-ferry_status_t GuardedCode(const char* entry, ferry_error_buf_t* err,
-                           Fn&& fn) noexcept {
-  try {
-    Status error;
-    ferry_status_t code = fn(&error);
-    if (code != FERRY_OK) ferry_error_printf(err, "%s", error.message.c_str());
-    return code;
-  } catch (const std::exception& e) {
-    ferry_error_printf(err, "tcp: internal error in %s: %s", entry, e.what());
-    TCP_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
-  } catch (...) {
-    ferry_error_printf(err, "tcp: internal error in %s: unknown exception",
-                       entry);
-    TCP_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
-  }
-  return FERRY_INTERNAL;
-}
-
-template <typename Fn>
-void GuardedVoid(const char* entry, Fn&& fn) noexcept {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    TCP_LOG(FERRY_LOG_ERROR, "internal error in %s: %s", entry, e.what());
-  } catch (...) {
-    TCP_LOG(FERRY_LOG_ERROR, "internal error in %s: unknown exception", entry);
-  }
-}
-
-Status BadHandle(const char* entry, const char* what) {
-  return Error(FERRY_INVALID_ARGUMENT, "tcp: %s() got an invalid %s handle",
-               entry, what);
-}
-
-Status BadArgs(const char* entry, const char* type, uint32_t got,
-               size_t need) {
-  return Error(FERRY_INVALID_ARGUMENT,
-               "tcp: %s() needs a %s with struct_size >= %zu (got %u)", entry,
-               type, need, got);
-}
-
-Status CopyString(const std::string& s, char* buf, uint64_t buf_len) {
-  if (buf == nullptr || buf_len < s.size() + 1) {
-    return Error(FERRY_RESOURCE_EXHAUSTED, "tcp: address needs %zu bytes",
-                 s.size() + 1);
-  }
-  std::memcpy(buf, s.c_str(), s.size() + 1);
-  return Status();
-}
 
 // --- vtable entries --------------------------------------------------------
 
@@ -329,7 +265,10 @@ extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(
         args, ferry_tcp::kPluginName, ferry_tcp::kPluginVersion,
         ferry_tcp::kMinorMin, ferry_tcp::kMinorMax,
         FERRY_FEATURE_MULTI_CONTEXT, &ferry_tcp::kVtable);
-    if (st == FERRY_OK) ferry_tcp::SetHostServices(args->host);
+    if (st == FERRY_OK) {
+      ferry_plugin::SetPluginName(ferry_tcp::kPluginName);
+      ferry_tcp::SetHostServices(args->host);
+    }
     return st;
   } catch (...) {
     return FERRY_INTERNAL;

@@ -1,0 +1,77 @@
+// What every vtable entry of an in-tree plugin does around its real work:
+// report a failing Status into the caller's error buffer, turn any C++
+// exception into FERRY_INTERNAL (logged through the host), and word the
+// common argument errors the same way in every plugin. Messages are
+// prefixed with PluginName() (host.h).
+#pragma once
+
+#include "ferry_plugin/host.h"
+#include "ferry_plugin/status.h"
+
+#include <ferry/transport.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+
+namespace ferry_plugin {
+
+// Logs (and, with `err`, reports) an exception that reached entry `entry`.
+void ReportInternal(const char* entry, ferry_error_buf_t* err, const char* what);
+
+// Runs `fn` (returning Status), reports its error into `err`, catches
+// everything.
+template <typename Fn>
+ferry_status_t Guarded(const char* entry, ferry_error_buf_t* err, Fn&& fn) noexcept {
+  try {
+    Status st = fn();
+    if (!st.ok()) ferry_error_printf(err, "%s", st.message.c_str());
+    return st.code;
+  } catch (const std::exception& e) {
+    ReportInternal(entry, err, e.what());
+  } catch (...) {
+    ReportInternal(entry, err, "unknown exception");
+  }
+  return FERRY_INTERNAL;
+}
+
+// The same for hot calls, whose `fn(Status* error)` returns a bare code and
+// fills *error only when it fails (no Status built on success).
+template <typename Fn>
+ferry_status_t GuardedCode(const char* entry, ferry_error_buf_t* err, Fn&& fn) noexcept {
+  try {
+    Status error;
+    const ferry_status_t code = fn(&error);
+    if (code != FERRY_OK) ferry_error_printf(err, "%s", error.message.c_str());
+    return code;
+  } catch (const std::exception& e) {
+    ReportInternal(entry, err, e.what());
+  } catch (...) {
+    ReportInternal(entry, err, "unknown exception");
+  }
+  return FERRY_INTERNAL;
+}
+
+// For entries that return nothing (fini, close, ...).
+template <typename Fn>
+void GuardedVoid(const char* entry, Fn&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    ReportInternal(entry, nullptr, e.what());
+  } catch (...) {
+    ReportInternal(entry, nullptr, "unknown exception");
+  }
+}
+
+// "<plugin>: send() got an invalid connection handle"
+Status BadHandle(const char* entry, const char* what);
+// "<plugin>: send() needs a ferry_send_args_t with struct_size >= N (got M)"
+Status BadArgs(const char* entry, const char* type, uint32_t got, size_t need);
+// Copies `s` with its NUL into buf (listener_address, conn_peer_address);
+// RESOURCE_EXHAUSTED (and an empty string, when there is room for one) if
+// buf_len is too small.
+Status CopyString(const std::string& s, char* buf, uint64_t buf_len);
+
+}  // namespace ferry_plugin
