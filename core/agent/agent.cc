@@ -102,7 +102,7 @@ Status Agent::StartImpl() {
     ids_by_name_[self_.name] = self_.id;
   }
   for (const auto& m : join_reply_.members) {
-    ApplyMemberEvent(wire::StoreMemberEvent{wire::MemberEventKind::kJoined, m});
+    ApplyMemberEvent(wire::StoreMemberEvent{wire::MemberEventKind::kJoined, m, ""});
   }
   engine_->AddTimer(std::chrono::milliseconds(10), [weak] {
     if (auto a = weak.lock()) a->ExpireCalls();
@@ -174,6 +174,8 @@ void Agent::OnStoreMessage(uint64_t conn, std::unique_ptr<InMessage> msg) {
     wire::StoreMemberEvent ev;
     const uint8_t k = r.U8();
     if (!wire::Get(r, &ev.member) || k < 1 || k > 3) return;
+    ev.reason = r.Str(64 * 1024);
+    if (!r.ok()) return;
     ev.event = static_cast<wire::MemberEventKind>(k);
     ApplyMemberEvent(ev);
   }
@@ -181,7 +183,7 @@ void Agent::OnStoreMessage(uint64_t conn, std::unique_ptr<InMessage> msg) {
 
 void Agent::OnStoreConnGone(uint64_t conn, const Status& why) {
   if (store_) {
-    store_->OnConnGone(conn);
+    store_->OnConnGone(conn, why);
     return;
   }
   bool joined;
@@ -228,8 +230,10 @@ void Agent::ApplyMemberEvent(const wire::StoreMemberEvent& ev) {
   engine_->RemoveMember(r.id,
                         Status(FERRY_PEER_GONE,
                                "worker '" + r.name + "' " +
-                                   (state == MemberState::kLeft
-                                        ? "left the job" : "is gone (the store lost it)")),
+                                   (state == MemberState::kLeft ? "left the job"
+                                    : ev.reason.empty()
+                                        ? "is gone (the store lost it)"
+                                        : "is gone: " + ev.reason)),
                         state == MemberState::kLeft);
 }
 

@@ -48,7 +48,7 @@ wire::StoreJoined StoreServer::Join(uint64_t conn, wire::MemberRecord record) {
 }
 
 void StoreServer::Announce(wire::MemberEventKind kind, const wire::MemberRecord& r,
-                           uint64_t except_conn) {
+                           uint64_t except_conn, const std::string& reason) {
   std::vector<uint64_t> conns;
   bool tell_host = false;
   {
@@ -62,34 +62,33 @@ void StoreServer::Announce(wire::MemberEventKind kind, const wire::MemberRecord&
       }
     }
   }
-  wire::StoreMemberEvent ev{kind, r};
+  wire::StoreMemberEvent ev{kind, r, reason};
   for (uint64_t c : conns) {
     std::vector<uint8_t> body;
     wire::Writer w(&body);
     w.U8(static_cast<uint8_t>(kind));
     wire::Put(w, r);
+    w.Str(reason);
     hooks_.send(c, wire::Kind::kStoreMemberEvent, std::move(body));
   }
   if (tell_host) hooks_.local_event(ev);
 }
 
-void StoreServer::MarkDown(Entry& e, wire::MemberEventKind kind) {
-  e.alive = false;
-  e.conn = 0;
-  (void)kind;
+wire::MemberRecord StoreServer::MarkDown(uint64_t conn, uint64_t id) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [name, e] : by_name_) {
+    const bool match = conn != 0 ? e.conn == conn : e.record.id == id;
+    if (match && e.alive) {
+      e.alive = false;
+      e.conn = 0;
+      return e.record;
+    }
+  }
+  return wire::MemberRecord();
 }
 
 void StoreServer::LeaveLocal(uint64_t id) {
-  wire::MemberRecord r;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    for (auto& [name, e] : by_name_) {
-      if (e.record.id == id && e.alive) {
-        MarkDown(e, wire::MemberEventKind::kLeft);
-        r = e.record;
-      }
-    }
-  }
+  const wire::MemberRecord r = MarkDown(0, id);
   if (r.id != 0) Announce(wire::MemberEventKind::kLeft, r, 0);
 }
 
@@ -109,16 +108,7 @@ void StoreServer::OnMessage(uint64_t conn, const InMessage& msg) {
     return;
   }
   if (msg.envelope.kind == wire::Kind::kStoreLeave) {
-    wire::MemberRecord r;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      for (auto& [name, e] : by_name_) {
-        if (e.conn == conn && e.alive) {
-          MarkDown(e, wire::MemberEventKind::kLeft);
-          r = e.record;
-        }
-      }
-    }
+    const wire::MemberRecord r = MarkDown(conn, 0);
     if (r.id != 0) {
       FERRY_LOG(FERRY_LOG_INFO, kLog, "'" + r.name + "' left");
       Announce(wire::MemberEventKind::kLeft, r, conn);
@@ -126,20 +116,11 @@ void StoreServer::OnMessage(uint64_t conn, const InMessage& msg) {
   }
 }
 
-void StoreServer::OnConnGone(uint64_t conn) {
-  wire::MemberRecord r;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    for (auto& [name, e] : by_name_) {
-      if (e.conn == conn && e.alive) {
-        MarkDown(e, wire::MemberEventKind::kGone);
-        r = e.record;
-      }
-    }
-  }
+void StoreServer::OnConnGone(uint64_t conn, const Status& why) {
+  const wire::MemberRecord r = MarkDown(conn, 0);
   if (r.id != 0) {
-    FERRY_LOG(FERRY_LOG_INFO, kLog, "'" + r.name + "' is gone (store connection lost)");
-    Announce(wire::MemberEventKind::kGone, r, conn);
+    FERRY_LOG(FERRY_LOG_INFO, kLog, "'" + r.name + "' is gone: " + why.message());
+    Announce(wire::MemberEventKind::kGone, r, conn, why.message());
   }
 }
 

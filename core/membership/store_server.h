@@ -36,7 +36,9 @@ class StoreServer {
   void LeaveLocal(uint64_t id);
   // A store-protocol message (JOIN, LEAVE) on connection `conn`.
   void OnMessage(uint64_t conn, const InMessage& msg);
-  void OnConnGone(uint64_t conn);
+  // `why`: what broke the connection (a heartbeat timeout, a reset, ...);
+  // passed on to the members with the GONE event.
+  void OnConnGone(uint64_t conn, const Status& why);
 
  private:
   struct Entry {
@@ -46,8 +48,10 @@ class StoreServer {
   };
   wire::StoreJoined Join(uint64_t conn, wire::MemberRecord record);
   void Announce(wire::MemberEventKind kind, const wire::MemberRecord& r,
-                uint64_t except_conn);
-  void MarkDown(Entry& e, wire::MemberEventKind kind);
+                uint64_t except_conn, const std::string& reason = "");
+  // Marks the member behind `conn` (0: by id) not alive; its record, or an
+  // empty one when none matched.
+  wire::MemberRecord MarkDown(uint64_t conn, uint64_t id);
 
   Hooks hooks_;
   std::mutex mu_;

@@ -196,6 +196,7 @@ enum class MemberEventKind : uint8_t { kJoined = 1, kLeft = 2, kGone = 3 };
 struct StoreMemberEvent {
   MemberEventKind event = MemberEventKind::kJoined;
   MemberRecord member;
+  std::string reason;  // kGone: why the store lost it (empty otherwise)
 };
 
 }  // namespace ferry::wire
