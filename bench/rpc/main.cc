@@ -21,7 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -250,11 +249,8 @@ int main(int argc, char** argv) {
     std::vector<std::pair<int, double>> tput;
     for (int window : {1, 8, 64}) {
       const int total = std::max(2000, iters * 2);
-      std::vector<ferry::Future> inflight;
       const auto t0 = Clock::now();
       int issued = 0, done = 0;
-      std::deque<ferry::Future>* dq = nullptr;
-      (void)dq;
       std::vector<std::unique_ptr<ferry::Future>> ring;
       size_t head = 0;
       while (done < total) {

@@ -325,14 +325,12 @@ std::shared_ptr<Future> Agent::StartCall(const std::string& to, wire::Request re
 void Agent::SendPending(uint64_t call_id) {
   std::unique_ptr<OutMessage> msg;
   uint64_t to;
-  std::vector<wire::RRefRef>* forks;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = calls_.find(call_id);
     if (it == calls_.end() || it->second.to == 0 || !it->second.unsent) return;
     msg = std::move(it->second.unsent);
     to = it->second.to;
-    forks = &it->second.forks;
   }
   Status s;
   if (msg->deferred) {
@@ -344,7 +342,6 @@ void Agent::SendPending(uint64_t call_id) {
     if (it != calls_.end()) it->second.forks = made;
     else for (const auto& f : made) rrefs_->ForkAborted(f);
   }
-  (void)forks;
   if (s.ok()) s = engine_->SendToMember(to, std::move(msg));
   if (s.ok()) return;
   PendingCall pc;
