@@ -1,5 +1,6 @@
 // ferry-bench-transport: round-trip latency and bandwidth of a transport
-// plugin, side by side in one run with a raw TCP ping-pong floor.
+// plugin, side by side in one run with references: raw floors written for
+// the benchmark (TCP, libfabric) and libfabric's own fi_pingpong.
 //
 // Why a custom harness and not Google Benchmark (which is installed): what is
 // measured here is a two-process exchange, and Google Benchmark is built
@@ -17,7 +18,10 @@
 //   plan.*              sizes -> warm-up, timed iterations, streaming bursts
 //   peer_process.*      exec the peer, pin both processes, control channel
 //   buffers.*           pre-faulted buffers shared by both implementations
+//   references.*        the references by id, their set-up, per-plugin sets
 //   raw_tcp_pingpong.*  the raw TCP floor
+//   raw_fabric_*        the raw libfabric floor (endpoint, ping-pong)
+//   fi_pingpong_reference.*, external_program.*  libfabric's fi_pingpong
 //   ferry_pingpong.*    the same exchanges through the loader + Transport
 //   measure.*           the single timing loop both go through
 //   stats.*             median / p99
@@ -30,7 +34,7 @@
 #include "transport/options.h"
 #include "transport/peer_process.h"
 #include "transport/plan.h"
-#include "transport/raw_tcp_pingpong.h"
+#include "transport/references.h"
 #include "transport/report.h"
 
 #include <signal.h>
@@ -95,24 +99,34 @@ StatusOr<std::shared_ptr<const Plugin>> LoadPlugin(const std::string& name) {
 Status ServeSuite(const Options& o, const std::vector<SizePlan>& plan,
                   std::shared_ptr<const Plugin> plugin, PollMode mode,
                   BufferSet* buffers, ControlChannel* control) {
-  auto listener = RawTcpListener::Open();
-  if (!listener.ok()) return listener.status();
+  const ReferenceContext context{&o, mode, buffers, control};
+  std::vector<std::unique_ptr<ReferenceServer>> refs;
+  std::string ready_refs;
+  for (const std::string& id : ReferencesFor(o, mode)) {
+    auto ref = OpenReferenceServer(id, context);
+    if (!ref.ok()) return ref.status();
+    ready_refs += " " + ref.value()->address();
+    refs.push_back(std::move(ref).value());
+  }
   auto ferry = FerryPingPong::Open(plugin, mode, buffers);
   if (!ferry.ok()) return ferry.status();
   auto ferry_address = ferry.value()->Listen(
       o.listen_given ? o.listen
                      : plugin->name() == "tcp" ? "127.0.0.1:0" : "");
   if (!ferry_address.ok()) return ferry_address.status();
-  Status st = control->Send("READY " + listener.value()->address() + " " +
-                            ferry_address.value());
+  Status st = control->Send("READY " + ferry_address.value() + ready_refs);
   if (!st.ok()) return st;
-  auto fd = listener.value()->Accept(kSetupTimeoutMs);
-  if (!fd.ok()) return fd.status();
-  RawTcpPingPong raw(fd.value(), mode, buffers);
+  // In the order the client connects: the references, then ferry.
+  std::vector<ServerSide> sides;
+  for (auto& ref : refs) {
+    st = ref->Accept(kSetupTimeoutMs);
+    if (!st.ok()) return st;
+    sides.push_back(o.only == "ferry" ? ServerSide() : ref->side());
+  }
   st = ferry.value()->Accept(kSetupTimeoutMs);
   for (size_t i = 0; st.ok() && i < plan.size(); ++i) {
-    st = ServeSize(plan[i], o.window, i, o.only == "ferry" ? nullptr : &raw,
-                   o.only == "raw" ? nullptr : ferry.value().get());
+    st = ServeSize(plan[i], o.window, i,
+                   o.only == "raw" ? nullptr : ferry.value().get(), sides);
   }
   if (!st.ok()) return st;
   // Close only once the client has consumed the last reply: a close racing
@@ -124,8 +138,9 @@ Status ServeSuite(const Options& o, const std::vector<SizePlan>& plan,
   return control->Send("DONE");
 }
 
-int RunPeer(const Options& o) {
+int RunPeer(const Options& parsed) {
   g_role = "ferry-bench-transport (peer)";
+  Options o = parsed;
   // Never outlive the benchmark that started us.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   StartWatchdog(o.timeout_s);
@@ -136,6 +151,8 @@ int RunPeer(const Options& o) {
   }
   auto plugin = LoadPlugin(o.plugin);
   if (!plugin.ok()) return Fail(plugin.status());
+  Status resolved = ResolveReferences(plugin.value()->name(), &o);
+  if (!resolved.ok()) return Fail(resolved);
   const std::vector<SizePlan> plan = BuildPlan(o);
   auto buffers = AllocatePeerBuffers(MaxSize(plan), o.stream ? o.window : 1);
   if (!buffers.ok()) return Fail(buffers.status());
@@ -160,15 +177,29 @@ Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
   auto ready = control->Receive(4 * kSetupTimeoutMs);
   if (!ready.ok()) return ready.status();
   std::istringstream words(ready.value());
-  std::string tag, raw_address, ferry_address;
-  words >> tag >> raw_address >> ferry_address;
-  if (tag != "READY" || ferry_address.empty()) {
+  std::string tag, ferry_address;
+  words >> tag >> ferry_address;
+  std::vector<std::string> ref_addresses;
+  for (std::string a; words >> a;) ref_addresses.push_back(a);
+  const std::vector<std::string> ids = ReferencesFor(o, mode);
+  if (tag != "READY" || ferry_address.empty() ||
+      ref_addresses.size() != ids.size()) {
     return Status(FERRY_INTERNAL, "unexpected control message from the peer: '" +
                                       ready.value() + "'");
   }
-  auto fd = RawTcpConnect(raw_address);
-  if (!fd.ok()) return fd.status();
-  RawTcpPingPong raw(fd.value(), mode, buffers);
+  const ReferenceContext context{&o, mode, buffers, control};
+  std::vector<std::unique_ptr<ReferenceClient>> refs;
+  std::vector<ClientSide> sides;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto ref = ConnectReferenceClient(ids[i], context, ref_addresses[i],
+                                      kSetupTimeoutMs);
+    if (!ref.ok()) return ref.status();
+    out->references.push_back(DescribeReference(ids[i], o));
+    out->reference_details.push_back(ref.value()->detail());
+    sides.push_back(ref.value()->side());
+    if (o.only == "ferry") sides.back() = ClientSide();
+    refs.push_back(std::move(ref).value());
+  }
   auto ferry = FerryPingPong::Open(plugin, mode, buffers);
   if (!ferry.ok()) return ferry.status();
   Status st = ferry.value()->Connect(ferry_address, kSetupTimeoutMs);
@@ -190,9 +221,9 @@ Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
     SizeResult r;
-    st = MeasureSize(plan[i], o.window, i, o.only == "ferry" ? nullptr : &raw,
-                     o.only == "raw" ? nullptr : ferry.value().get(), buffers,
-                     &r);
+    st = MeasureSize(plan[i], o.window, i,
+                     o.only == "raw" ? nullptr : ferry.value().get(), sides,
+                     buffers, &r);
     if (!st.ok()) {
       return Status(st.code(), "mode " + std::string(PollModeName(mode)) +
                                    ", size " + FormatSize(plan[i].size) +
@@ -215,22 +246,17 @@ Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
 }
 
 void PrintSummary(const std::vector<SuiteResult>& suites) {
-  std::printf("\nsummary, ferry/raw:\n");
+  std::printf("\nsummary, ferry / each reference (latency: lower is better for "
+              "ferry; bandwidth: higher):\n");
   for (const SuiteResult& s : suites) {
     const SizeResult& small = s.sizes.front();
     const SizeResult& large = s.sizes.back();
-    std::printf("  %-5s %s round trip median %.2fx (p99 %.2fx); %s bandwidth "
-                "from round trip %.2fx",
-                PollModeName(s.mode), FormatSize(small.plan.size).c_str(),
-                small.ferry.rtt_ns.median / small.raw.rtt_ns.median,
-                small.ferry.rtt_ns.p99 / small.raw.rtt_ns.p99,
-                FormatSize(large.plan.size).c_str(),
-                large.ferry.bw_rtt_Bps / large.raw.bw_rtt_Bps);
-    if (large.plan.stream_messages > 0) {
-      std::printf(", streaming %.2fx",
-                  large.ferry.stream_Bps.median / large.raw.stream_Bps.median);
+    for (size_t k = 0; k < s.references.size(); ++k) {
+      std::printf("  %-5s vs %s: ", PollModeName(s.mode),
+                  s.references[k].label.c_str());
+      PrintRatioSummary(stdout, s.references[k], small, large, k);
+      std::printf("\n");
     }
-    std::printf("\n");
   }
 }
 
@@ -255,6 +281,9 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
   auto plugin = LoadPlugin(o.plugin);
   if (!plugin.ok()) return Fail(plugin.status());
   const Plugin& p = *plugin.value();
+  // Before the peer starts: it gets the resolved list and provider.
+  Status resolved = ResolveReferences(p.name(), &o);
+  if (!resolved.ok()) return Fail(resolved);
 
   const std::vector<SizePlan> plan = BuildPlan(o);
   auto buffers = AllocateClientBuffers(MaxSize(plan));
@@ -292,7 +321,7 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
   }
   Status st = peer.value()->Wait(kSetupTimeoutMs);
   if (!st.ok()) return Fail(st);
-  if (o.only.empty()) PrintSummary(suites);
+  if (o.only.empty() && !o.references.empty()) PrintSummary(suites);
   if (!o.json_path.empty()) {
     st = WriteJson(o.json_path, run, suites);
     if (!st.ok()) return Fail(st);

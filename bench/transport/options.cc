@@ -77,8 +77,9 @@ std::string Usage() {
       "usage: ferry-bench-transport --plugin NAME|PATH [options]\n"
       "\n"
       "Round-trip latency (median, p99) and bandwidth of a transport plugin,\n"
-      "measured in the same run against a raw TCP ping-pong floor written for\n"
-      "this benchmark, between this process and a peer process it execs.\n"
+      "measured in the same run against references (raw floors written for\n"
+      "this benchmark, libfabric's fi_pingpong), between this process and a\n"
+      "peer process it execs.\n"
       "\n"
       "  --plugin NAME|PATH  transport plugin: a name (\"tcp\") found by the\n"
       "                      plugin loader, or a path to a libferry-*.so\n"
@@ -103,8 +104,21 @@ std::string Usage() {
       "                      (default 64K)\n"
       "  --no-stream         round trips only\n"
       "  --json FILE         write every figure and the machine description\n"
-      "  --only ferry|raw    measure one side alone (for profiling it with\n"
-      "                      strace -c or valgrind); no ratios\n"
+      "  --only ferry|raw    measure one side alone (raw: the references)\n"
+      "                      for profiling it with strace -c or valgrind;\n"
+      "                      no ratios\n"
+      "  --references LIST   references measured beside ferry, by id:\n"
+      "                      raw_tcp (a raw TCP ping-pong), raw_fabric (a raw\n"
+      "                      libfabric RDM floor), fi_pingpong (libfabric's\n"
+      "                      own, busy mode only); 'none' for ferry alone\n"
+      "                      (default: raw_tcp; fabric: fi_pingpong,raw_fabric)\n"
+      "  --fabric-provider P libfabric provider of the fabric references and\n"
+      "                      plugin (default: $FERRY_FABRIC_PROVIDER, else\n"
+      "                      libfabric's first RDM provider)\n"
+      "  --raw-fabric-path auto|rma|msg\n"
+      "                      raw_fabric moves each message with one RMA write\n"
+      "                      (rma) or one send (msg); auto: rma when the\n"
+      "                      provider has FI_RMA (default auto)\n"
       "  --timeout SECONDS   abort the whole run after this long (default 900)\n"
       "  --listen ADDRESS    the plugin's listen address (default 127.0.0.1:0\n"
       "                      for tcp, otherwise the plugin's own choice)\n"
@@ -191,6 +205,23 @@ StatusOr<Options> ParseOptions(int argc, char** argv) {
       if (!value(&o.only) || (o.only != "ferry" && o.only != "raw")) {
         return Bad("--only needs ferry or raw");
       }
+    } else if (arg == "--references") {
+      if (!value(&v) || v.empty()) {
+        return Bad("--references needs a list such as raw_tcp,raw_fabric");
+      }
+      o.references_given = true;
+      o.references.clear();
+      if (v != "none") o.references = Split(v, ',');
+    } else if (arg == "--fabric-provider") {
+      if (!value(&o.fabric_provider) || o.fabric_provider.empty()) {
+        return Bad("--fabric-provider needs a provider such as 'tcp;ofi_rxm'");
+      }
+    } else if (arg == "--raw-fabric-path") {
+      if (!value(&o.raw_fabric_path) ||
+          (o.raw_fabric_path != "auto" && o.raw_fabric_path != "rma" &&
+           o.raw_fabric_path != "msg")) {
+        return Bad("--raw-fabric-path needs auto, rma or msg");
+      }
     } else if (arg == "--peer") {
       o.peer = true;
     } else if (arg == "--control-fd") {
@@ -253,6 +284,18 @@ std::vector<std::string> PeerArgs(const Options& o) {
     args.push_back("--listen");
     args.push_back(o.listen);
   }
+  // The resolved list, never the default: both processes must run the same
+  // references in the same order.
+  std::string refs;
+  for (const std::string& r : o.references) refs += (refs.empty() ? "" : ",") + r;
+  args.push_back("--references");
+  args.push_back(refs.empty() ? "none" : refs);
+  if (!o.fabric_provider.empty()) {
+    args.push_back("--fabric-provider");
+    args.push_back(o.fabric_provider);
+  }
+  args.push_back("--raw-fabric-path");
+  args.push_back(o.raw_fabric_path);
   args.push_back("--cpus");
   args.push_back(o.pin ? std::to_string(o.cpu_self) + "," +
                              std::to_string(o.cpu_peer)

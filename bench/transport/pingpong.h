@@ -1,17 +1,19 @@
-// The contract both ping-pong implementations (ferry over a plugin, and the
-// raw TCP floor) honour, so that one measurement loop (measure.cc) times both
-// in exactly the same way: the only difference between the two columns of the
-// report is the code behind these interfaces.
+// The contract every ping-pong implementation (ferry over a plugin, and each
+// reference: the raw TCP floor, the raw libfabric floor) honours, so that one
+// measurement loop (measure.cc) times them all in exactly the same way: the
+// only difference between the columns of the report is the code behind these
+// interfaces.
 #pragma once
 
 #include "common/status.h"
 
 #include <cstdint>
+#include <string>
 
 namespace ferry::bench {
 
 // How a side waits when there is nothing to do. The same mode is applied to
-// ferry and to the raw floor in one suite, so ratios compare like with like.
+// ferry and to every reference in one suite, so ratios compare like with like.
 enum class PollMode {
   kBusy,   // spin: ferry spins on progress(), raw spins on non-blocking recv
   kSleep,  // block: ferry polls the plugin's wakeup fd, raw polls the socket
@@ -54,6 +56,35 @@ class PingPongServer {
   // inside progress(), so the echoing side must keep driving it after its
   // last reply before it turns to the other implementation.
   virtual Status Flush() = 0;
+};
+
+// A reference that runs its own timing loop in another program (libfabric's
+// fi_pingpong): it cannot be timed round trip by round trip, only asked for
+// the mean of a batch. The measurement loop runs it once per size, between
+// the round-trip rounds of the others, and compares means with means.
+struct BatchResult {
+  uint32_t iters = 0;       // timed round trips
+  double mean_rtt_ns = 0;   // mean round trip over them; NaN when the run
+                            // could not tell (with the reason in `note`)
+  std::string method;       // how the mean was obtained (for the JSON)
+  std::string note;         // why there is no figure, or ""
+};
+
+class BatchPingPongClient {
+ public:
+  virtual ~BatchPingPongClient() = default;
+  // `warmup` untimed round trips, then `iters` timed ones, of `size` bytes.
+  // The client decides the counts and tells its server.
+  virtual Status Run(uint64_t size, uint32_t warmup, uint32_t iters,
+                     BatchResult* out) = 0;
+};
+
+class BatchPingPongServer {
+ public:
+  virtual ~BatchPingPongServer() = default;
+  // The echoing half of the client's Run for `size`, with the counts the
+  // client sends.
+  virtual Status Serve(uint64_t size) = 0;
 };
 
 }  // namespace ferry::bench

@@ -7,6 +7,7 @@
 #include "transport/machine_info.h"
 #include "transport/measure.h"
 #include "transport/options.h"
+#include "transport/references.h"
 
 #include <array>
 #include <cstdint>
@@ -19,6 +20,8 @@ namespace ferry::bench {
 // One mode's results, and the ferry context they were measured with.
 struct SuiteResult {
   PollMode mode = PollMode::kBusy;
+  std::vector<ReferenceInfo> references;       // SizeResult::refs' order
+  std::vector<std::string> reference_details;  // how each one ran
   std::vector<SizeResult> sizes;
   uint64_t caps = 0;              // FERRY_CAP_* the context reported
   std::string description;        // the context's one-line description
@@ -40,6 +43,12 @@ struct RunInfo {
 };
 
 void PrintSuite(std::FILE* out, const RunInfo& run, const SuiteResult& suite);
+// One line's worth of ferry/reference ratios for the summary: the smallest
+// size's latency, the largest's bandwidth (medians for round-trip
+// references, means for batch ones).
+void PrintRatioSummary(std::FILE* out, const ReferenceInfo& ref,
+                       const SizeResult& small, const SizeResult& large,
+                       size_t ref_index);
 void PrintHeader(std::FILE* out, const RunInfo& run);
 Status WriteJson(const std::string& path, const RunInfo& run,
                  const std::vector<SuiteResult>& suites);
