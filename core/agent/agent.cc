@@ -11,6 +11,9 @@
 namespace ferry {
 namespace {
 constexpr const char* kLog = "agent";
+// How long after joining a call may wait for its function to be registered
+// (agent.h, early_calls_).
+constexpr std::chrono::seconds kRegistrationGrace{2};
 }
 
 Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
@@ -63,9 +66,9 @@ Status Agent::StartImpl() {
     if (auto a = weak.lock()) a->SendControlAck(to, id);
   };
   rrefs_ = std::make_shared<RRefContext>(std::move(hooks));
-  executor_ = std::make_unique<Executor>(std::max(1u, options_.executor_threads));
   Status s = engine_->Start();
   if (!s.ok()) return s;
+  executor_ = std::make_unique<Executor>(std::max(1u, options_.executor_threads));
 
   self_.name = options_.name;
   self_.endpoints = engine_->endpoints();
@@ -114,6 +117,24 @@ Status Agent::StartImpl() {
   engine_->AddTimer(std::chrono::milliseconds(100), [weak] {
     if (auto a = weak.lock()) a->rrefs_->Retry(std::chrono::milliseconds(200));
   });
+  if (!options_.busy_poll) {
+    // Sleeping mode: a handler thread waits for calls by driving progress
+    // (executor.h), which saves a thread wake-up per MAY_BLOCK call.
+    Executor::ProgressWait progress;
+    Engine* engine = engine_.get();
+    progress.wait = [engine](const std::function<bool()>& done) {
+      while (!engine->WaitUntil(done, std::chrono::steady_clock::now() + std::chrono::hours(1))) {
+        if (engine->stopping()) return false;
+      }
+      return true;
+    };
+    progress.wake = [engine] { engine->NotifyWaiters(); };
+    executor_->StartLeading(std::move(progress));
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    registration_grace_until_ = std::chrono::steady_clock::now() + kRegistrationGrace;
+  }
   engine_->StartLoop();
   FERRY_LOG(FERRY_LOG_INFO, kLog,
             "worker '" + self_.name + "' joined job '" + options_.job + "' as id " +
@@ -122,6 +143,11 @@ Status Agent::StartImpl() {
 }
 
 Status Agent::JoinStore() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    registration_grace_until_ =
+        std::chrono::steady_clock::now() + options_.join_timeout + kRegistrationGrace;
+  }
   // Workers of a job are often started together, the store's host among
   // them: a store not listening yet is retried (with back-off) until the
   // join timeout, as torch's TCPStore clients do. A store that answers and
