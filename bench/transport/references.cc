@@ -18,7 +18,7 @@ ReferenceSet ReferencesFor(const std::string& plugin_name) {
     set.skipped.push_back(
         {{"tensorpipe", "TensorPipe shm", "", true},
          "not built: libtensorpipe (Debian: libtensorpipe-dev) was not found "
-         "when the benchmark was configured"});
+         "when the benchmark was configured, or FERRY_BENCH_TENSORPIPE=OFF"});
 #endif
     return set;
   }
