@@ -146,6 +146,7 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   explicit Agent(AgentOptions options);
   Status StartImpl();
   Status JoinStore();
+  Status TryJoinStore(std::chrono::steady_clock::time_point deadline);
   void ApplyMemberEvent(const wire::StoreMemberEvent& ev);
   void SetMemberState(uint64_t id, uint64_t incarnation, MemberState state);
   StatusOr<uint64_t> Resolve(const std::string& to);

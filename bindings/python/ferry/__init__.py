@@ -18,6 +18,9 @@ from ._errors import (CancelledError, DeadlineExceededError, FerryError, Invalid
                       NotFoundError, NotInitializedError, PeerGoneError)
 from ._future import Future
 from ._rref import RRef
+from . import _agent
+
+_agent._bind(RRef)
 
 __all__ = [
     "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "register",

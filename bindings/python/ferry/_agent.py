@@ -21,6 +21,14 @@ import threading
 from . import _errors, _ferry, _pickling
 from ._future import _FOREVER_MS, Future
 
+_RRef = None  # ferry._rref.RRef, bound at the end of ferry/__init__.py
+
+
+def _bind(rref_type):
+    global _RRef
+    _RRef = rref_type
+
+
 CALL = "ferry.py.call"
 REMOTE = "ferry.py.remote"
 FETCH = "ferry.py.fetch"
@@ -80,7 +88,7 @@ def timeout_ms(timeout):
 
 def init_rpc(name, backend=None, rank=None, world_size=None, store=None, *, job=None,
              host_store=None, timeout=None, peer_timeout=None, join_timeout=None,
-             secret=None, busy_poll=False, executor_threads=None, rpc_backend_options=None):
+             secret=None, busy_poll=None, executor_threads=None, rpc_backend_options=None):
     """Starts this process's worker and joins the job; see docs/python.md."""
     global _worker
     del rpc_backend_options  # accepted for torch compatibility; ferry's options are above
@@ -95,7 +103,8 @@ def init_rpc(name, backend=None, rank=None, world_size=None, store=None, *, job=
         o.store = store or _store_from_env()
         o.host_store = bool(host_store) if host_store is not None else rank == 0
         o.secret = secret or ""
-        o.busy_poll = busy_poll
+        o.busy_poll = bool(busy_poll if busy_poll is not None
+                           else os.environ.get("FERRY_BUSY_POLL", "0") == "1")
         o.default_timeout_ms = timeout_ms(timeout)
         if peer_timeout is not None:
             o.peer_timeout_ms = timeout_ms(peer_timeout)
@@ -112,6 +121,8 @@ def init_rpc(name, backend=None, rank=None, world_size=None, store=None, *, job=
             w.destroy()
             raise
         _worker = w
+        global _self_names
+        _self_names = (w.name(), w.id(), "#%d" % w.id())
     if world_size is not None:
         wait_for_workers(world_size, join_timeout if join_timeout is not None else 60.0)
 
@@ -127,9 +138,10 @@ def shutdown(graceful=True, timeout=30.0):
     """Leaves the job. graceful: first answers the calls this worker is
     running (at most `timeout` seconds) and fails its own pending ones; it
     never waits for other workers. Idempotent."""
-    global _worker
+    global _worker, _self_names
     with _lock:
         w, _worker = _worker, None
+        _self_names = ()
     if w is None:
         return
     try:
@@ -215,19 +227,16 @@ def _target(to):
 
 
 def _encode(func, args, kwargs):
-    from ._rref import RRef
-
     if isinstance(func, str):
         return _encode_raw(args)
     if not callable(func):
         raise TypeError("ferry: func must be a callable or a registered function's name")
-    return _pickling.dumps((func, tuple(args), dict(kwargs or {})), RRef)
+    return _pickling.dumps((func, tuple(args), kwargs or {}), _RRef)
 
 
 def _encode_raw(parts):
     """A raw payload from (bytes?, tensors..., RRefs...)."""
-    from ._rref import RRef
-
+    RRef = _RRef
     data, tensors, rrefs = b"", [], []
     for i, part in enumerate(parts):
         if isinstance(part, (bytes, bytearray, memoryview)):
@@ -246,29 +255,27 @@ def _encode_raw(parts):
     return data, tensors, rrefs
 
 
-def _decode(message):
-    from ._rref import RRef
+def _make_rref(handle, py):
+    return _RRef(_handle=handle, _py=py)
 
-    return _pickling.loads(message, _rref_factory(RRef))
+
+def _decode(message):
+    return _pickling.loads(message, _make_rref)
 
 
 def decode_raw(message):
-    from ._rref import RRef
-
     tensors = [message.take_numpy(i) for i in range(message.num_tensors())]
-    rrefs = [RRef(_handle=message.take_rref(i), _py=False) for i in range(message.num_rrefs())]
+    rrefs = [_RRef(_handle=message.take_rref(i), _py=False) for i in range(message.num_rrefs())]
     return Raw(message.data(), tensors, rrefs)
 
 
-def _rref_factory(rref_type):
-    return lambda handle, py: rref_type(_handle=handle, _py=py)
+_self_names = ()  # this worker's name, id and "#id": set by init_rpc
 
 
 def _is_self(to):
-    w = current()
     if isinstance(to, WorkerInfo):
         to = to.name
-    return to == w.name() or to == w.id() or to == "#%d" % w.id()
+    return to in _self_names
 
 
 def _run_here(func, args, kwargs):
@@ -325,8 +332,8 @@ def remote(to, func, args=(), kwargs=None, timeout=None):
     """Runs func(*args, **kwargs) on `to`, keeps the result there, and
     returns an RRef to it at once. The timeout bounds the call; a failure
     surfaces in to_here()."""
-    from ._rref import RRef
-
+    RRef = _RRef
+    current()
     if _is_self(to):
         return RRef(_run_here(func, args, kwargs))
     data, tensors, rrefs = _encode(func, args, kwargs)
@@ -366,19 +373,19 @@ def _fail(call, exc):
 
 
 def _reply_value(call, value):
-    from ._rref import RRef
-
     try:
-        data, tensors, rrefs = _pickling.dumps(value, RRef)
+        data, tensors, rrefs = _pickling.dumps(value, _RRef)
     except BaseException as e:  # noqa: B036 - answered, not swallowed
         _fail(call, e)
         return
     call.reply(data, tensors, rrefs)
 
 
-def _reply_held(call, value):
-    from ._rref import HELD
+# The bytes of a Python-held RRef value (module.cc: RRefLocalValue).
+HELD = b"FPYH"
 
+
+def _reply_held(call, value):
     call.reply(HELD, [holder(value)], [])
 
 
@@ -418,9 +425,7 @@ def _serve_remote(call, message):
 
 def _serve_fetch(call, message):
     try:
-        from ._rref import RRef
-
-        rref = RRef(_handle=message.take_rref(0), _py=True)
+        rref = _RRef(_handle=message.take_rref(0), _py=True)
         value = rref.local_value(timeout=0)  # the caller's deadline bounds it
     except BaseException as e:  # noqa: B036
         _fail(call, e)

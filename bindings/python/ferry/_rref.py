@@ -11,8 +11,7 @@ is now.
 
 from . import _agent
 
-# The bytes of a Python-held RRef value (module.cc: RRefLocalValue).
-HELD = b"FPYH"
+HELD = _agent.HELD
 
 
 class RRef:

@@ -62,3 +62,19 @@ def cluster():
     c.start("w2")
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def cpp_worker(cluster):
+    """A worker written in C++ (core/tests/test_worker_main.cc): its
+    functions are registered by name in C++."""
+    exe = os.environ.get("FERRY_TEST_WORKER")
+    if not exe:
+        pytest.skip("FERRY_TEST_WORKER (the ferry-test-worker binary) not set")
+    p = subprocess.Popen([exe, "--name", "cpp", "--store", cluster.store, "--transport", BACKEND],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line.startswith("READY"), line
+    yield "cpp"
+    p.stdin.close()
+    p.wait(timeout=30)

@@ -22,6 +22,14 @@ def add(a, b):
     return a + b
 
 
+def slow_add(a, b, seconds):
+    """A handler that takes a while (work, not synchronisation)."""
+    import time
+
+    time.sleep(seconds)
+    return a + b
+
+
 def echo(x):
     return x
 
@@ -119,7 +127,7 @@ def sum_tensors(tree):
         return sum(sum_tensors(v) for v in tree.values())
     if isinstance(tree, (list, tuple)):
         return sum(sum_tensors(v) for v in tree)
-    return float(tree.sum())
+    return float(tree.sum()) if hasattr(tree, "sum") else float(tree)
 
 
 def is_same_object(a, b):
