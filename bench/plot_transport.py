@@ -1,18 +1,23 @@
 #!/usr/bin/python3
-"""Plots ferry-bench-transport's JSON: ferry beside the raw TCP floor.
+"""Plots ferry-bench-transport's JSON: ferry beside each of its references.
 
 One column per polling mode (busy, sleep); rows:
   1. round-trip latency vs message size (median solid, p99 dotted), log-log;
   2. bandwidth vs message size (from the round trip solid, streaming
      dashed), log-log;
-  3. ferry/raw ratios vs size, with the targets as reference lines.
+  3. ferry / reference ratios vs size (one colour per reference; latency
+     circles, bandwidth squares), with the targets as reference lines.
+
+Reads schema 2 (any number of references: tcp has raw TCP; shm has the raw
+shm ring and TensorPipe's shm) and schema 1 (ferry and raw TCP only).
 
 Usage: plot_transport.py RESULTS.json OUT.png [--title TEXT]
                          [--latency-target 1.2] [--bandwidth-target 0.9]
-                         [--markdown]
---markdown also prints the figures as Markdown tables (what
-docs/benchmarks/README.md records), so the tables come from the same JSON.
-Needs python3 and matplotlib (Debian: python3-matplotlib).
+                         [--latency-limit-us US] [--markdown]
+A target of 0 draws no line; --latency-limit-us draws an absolute latency
+line on the latency plots. --markdown also prints the figures as Markdown
+tables (what docs/benchmarks/README.md records), so the tables come from the
+same JSON. Needs python3 and matplotlib (Debian: python3-matplotlib).
 """
 import argparse
 import json
@@ -25,7 +30,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 FERRY = "tab:blue"
-RAW = "tab:gray"
+REFERENCE_COLORS = ["tab:gray", "tab:orange", "tab:green", "tab:purple",
+                    "tab:brown"]
 
 
 def size_label(n, _pos=None):
@@ -35,35 +41,60 @@ def size_label(n, _pos=None):
     return f"{n:g}"
 
 
+def normalise(data):
+    """Schema 1 had one reference, "raw" (raw TCP), and a flat "ratio"."""
+    if data.get("schema_version", 1) >= 2:
+        return data
+    data["references"] = [{"key": "raw", "label": "raw TCP",
+                           "measured": True}]
+    for suite in data["suites"]:
+        for r in suite["results"]:
+            r["ratio"] = {"raw": r.get("ratio", {})}
+    return data
+
+
+def measured(data):
+    return [r for r in data["references"] if r.get("measured", True)]
+
+
+def value_at(record, *path):
+    for key in path:
+        record = record.get(key) if isinstance(record, dict) else None
+        if record is None:
+            return None
+    return record
+
+
 def series(results, side, *path):
     xs, ys = [], []
     for r in results:
-        value = r[side]
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-            if value is None:
-                break
-        if value is not None:
+        v = value_at(r.get(side), *path)
+        # A side not measured (--only) has zero medians: leave it out.
+        if v is not None and v > 0:
             xs.append(r["size"])
-            ys.append(value)
+            ys.append(v)
     return xs, ys
 
 
-def ratio_series(results, key):
+def ratio_series(results, ref, key):
     xs, ys = [], []
     for r in results:
-        if key in r["ratio"] and r["ratio"][key] is not None:
+        v = value_at(r["ratio"], ref, key)
+        if v is not None:
             xs.append(r["size"])
-            ys.append(r["ratio"][key])
+            ys.append(v)
     return xs, ys
 
 
-def plot_suite(axes, suite, plugin, args):
+def plot_suite(axes, suite, plugin, refs, args):
     results = suite["results"]
     mode = suite["mode"]
     lat, bw, ratio = axes
+    sides = [("ferry", FERRY, plugin)] + [
+        (ref["key"], REFERENCE_COLORS[i % len(REFERENCE_COLORS)], ref["label"])
+        for i, ref in enumerate(refs)]
 
-    for side, color, label in (("ferry", FERRY, plugin), ("raw", RAW, "raw TCP")):
+    for side, color, label in sides:
         x, med = series(results, side, "rtt_ns", "median")
         _, p99 = series(results, side, "rtt_ns", "p99")
         lat.plot(x, [v / 1e3 for v in med], "o-", color=color,
@@ -78,15 +109,12 @@ def plot_suite(axes, suite, plugin, args):
             bw.plot(x, [v / 1e9 for v in st], "s--", color=color,
                     label=f"{label}, streaming")
 
-    x, r = ratio_series(results, "rtt_median")
-    ratio.plot(x, r, "o-", color="tab:red", label="latency (median)")
-    x, r = ratio_series(results, "rtt_p99")
-    ratio.plot(x, r, ":", color="tab:red", label="latency (p99)")
-    x, r = ratio_series(results, "bw_rtt")
-    ratio.plot(x, r, "o-", color="tab:green", label="bandwidth (round trip)")
-    x, r = ratio_series(results, "bw_stream")
-    if x:
-        ratio.plot(x, r, "s--", color="tab:green", label="bandwidth (streaming)")
+    for key, color, label in sides[1:]:
+        x, r = ratio_series(results, key, "rtt_median")
+        ratio.plot(x, r, "o-", color=color, label=f"latency / {label}")
+        x, r = ratio_series(results, key, "bw_rtt")
+        ratio.plot(x, r, "s--", color=color,
+                   label=f"bandwidth (round trip) / {label}")
     ratio.axhline(1.0, color="black", linewidth=0.8)
     if args.latency_target:
         ratio.axhline(args.latency_target, color="tab:red", linewidth=0.8,
@@ -96,54 +124,76 @@ def plot_suite(axes, suite, plugin, args):
         ratio.axhline(args.bandwidth_target, color="tab:green", linewidth=0.8,
                       alpha=0.5, linestyle="-.",
                       label=f"bandwidth target >= {args.bandwidth_target:g}x")
+    if args.latency_limit_us:
+        lat.axhline(args.latency_limit_us, color="tab:red", linewidth=0.8,
+                    alpha=0.5, linestyle="-.",
+                    label=f"target <= {args.latency_limit_us:g} µs")
 
     lat.set_title(f"{mode} mode: round-trip latency")
     lat.set_ylabel("round trip (µs)")
     bw.set_title(f"{mode} mode: bandwidth")
     bw.set_ylabel("GB/s (1e9 B/s)")
-    ratio.set_title(f"{mode} mode: {plugin} / raw TCP")
+    ratio.set_title(f"{mode} mode: {plugin} / reference")
     ratio.set_ylabel("ratio")
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(size_label))
         ax.set_xlabel("message size (bytes)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6)
     lat.set_yscale("log")
     bw.set_yscale("log")
+    ratio.set_yscale("log")
 
 
-def fmt_ratio(r, key):
-    v = r["ratio"].get(key)
-    return "-" if v is None else f"{v:.2f}"
+def fmt(v, scale=1.0, digits=2):
+    return "-" if v is None or v == 0 else f"{v / scale:.{digits}f}"
 
 
 def markdown_tables(data):
+    refs = measured(data)
     out = []
     for suite in data["suites"]:
         out.append(f"**{suite['mode']} mode** ({suite['mode_description']})\n")
-        out.append("| size | n | ferry median µs | ferry p99 µs | raw median µs "
-                   "| raw p99 µs | latency ratio (median) | rt bw ferry MB/s "
-                   "| rt bw raw MB/s | rt bw ratio | stream ferry MB/s "
-                   "| stream raw MB/s | stream ratio |")
-        out.append("|" + "---:|" * 13)
+        head = "| size | n | ferry median µs | ferry p99 µs |"
+        for ref in refs:
+            head += (f" {ref['label']} median µs | p99 µs "
+                     f"| ferry / {ref['label']} (median) |")
+        out.append(head)
+        out.append("|" + "---:|" * (4 + 3 * len(refs)))
         for r in suite["results"]:
-            f, w = r["ferry"], r["raw"]
-            stream = ("-", "-", "-")
-            if "stream_Bps" in f:
-                stream = (f"{f['stream_Bps']['median'] / 1e6:.0f}",
-                          f"{w['stream_Bps']['median'] / 1e6:.0f}",
-                          fmt_ratio(r, "bw_stream"))
-            out.append(
-                f"| {size_label(r['size'])} | {r['iters']} "
-                f"| {f['rtt_ns']['median'] / 1e3:.2f} "
-                f"| {f['rtt_ns']['p99'] / 1e3:.2f} "
-                f"| {w['rtt_ns']['median'] / 1e3:.2f} "
-                f"| {w['rtt_ns']['p99'] / 1e3:.2f} "
-                f"| {fmt_ratio(r, 'rtt_median')} "
-                f"| {f['bw_rtt_Bps'] / 1e6:.1f} | {w['bw_rtt_Bps'] / 1e6:.1f} "
-                f"| {fmt_ratio(r, 'bw_rtt')} "
-                f"| {stream[0]} | {stream[1]} | {stream[2]} |")
+            row = (f"| {size_label(r['size'])} | {r['iters']} "
+                   f"| {fmt(value_at(r, 'ferry', 'rtt_ns', 'median'), 1e3)} "
+                   f"| {fmt(value_at(r, 'ferry', 'rtt_ns', 'p99'), 1e3)} |")
+            for ref in refs:
+                k = ref["key"]
+                row += (f" {fmt(value_at(r, k, 'rtt_ns', 'median'), 1e3)} "
+                        f"| {fmt(value_at(r, k, 'rtt_ns', 'p99'), 1e3)} "
+                        f"| {fmt(value_at(r['ratio'], k, 'rtt_median'))} |")
+            out.append(row)
+        out.append("")
+        head = "| size | ferry rt MB/s |"
+        for ref in refs:
+            head += f" {ref['label']} rt MB/s | ferry / {ref['label']} |"
+        head += " ferry stream MB/s |"
+        for ref in refs:
+            head += f" {ref['label']} stream MB/s | ferry / {ref['label']} |"
+        out.append(head)
+        out.append("|" + "---:|" * (3 + 4 * len(refs)))
+        for r in suite["results"]:
+            row = (f"| {size_label(r['size'])} "
+                   f"| {fmt(value_at(r, 'ferry', 'bw_rtt_Bps'), 1e6, 0)} |")
+            for ref in refs:
+                k = ref["key"]
+                row += (f" {fmt(value_at(r, k, 'bw_rtt_Bps'), 1e6, 0)} "
+                        f"| {fmt(value_at(r['ratio'], k, 'bw_rtt'))} |")
+            row += (f" {fmt(value_at(r, 'ferry', 'stream_Bps', 'median'), 1e6, 0)}"
+                    " |")
+            for ref in refs:
+                k = ref["key"]
+                row += (f" {fmt(value_at(r, k, 'stream_Bps', 'median'), 1e6, 0)} "
+                        f"| {fmt(value_at(r['ratio'], k, 'bw_stream'))} |")
+            out.append(row)
         out.append("")
     return "\n".join(out)
 
@@ -155,23 +205,27 @@ def main(argv):
     parser.add_argument("--title")
     parser.add_argument("--latency-target", type=float, default=1.2)
     parser.add_argument("--bandwidth-target", type=float, default=0.9)
+    parser.add_argument("--latency-limit-us", type=float, default=0)
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
 
     with open(args.json) as f:
-        data = json.load(f)
+        data = normalise(json.load(f))
     suites = data["suites"]
     if not suites:
         sys.exit(f"{args.json}: no suites to plot")
     plugin = f'ferry {data["plugin"]["name"]} {data["plugin"]["version"]}'
+    refs = measured(data)
 
-    fig, grid = plt.subplots(3, len(suites), figsize=(6.5 * len(suites), 13),
+    fig, grid = plt.subplots(3, len(suites), figsize=(7.5 * len(suites), 15),
                              squeeze=False)
     for col, suite in enumerate(suites):
-        plot_suite([grid[row][col] for row in range(3)], suite, plugin, args)
+        plot_suite([grid[row][col] for row in range(3)], suite, plugin, refs,
+                   args)
     m = data["machine"]
+    against = ", ".join(r["label"] for r in refs)
     title = args.title or (
-        f"ferry-bench-transport: {plugin} vs raw TCP, "
+        f"ferry-bench-transport: {plugin} vs {against}, "
         f"{m['nproc']} x {m['cpu_model']}, {m['kernel'].split(' ')[1]}, "
         f"{data['date_utc'][:10]}")
     fig.suptitle(title, fontsize=11)

@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev # conformance suite and unit tests
   libbenchmark-dev
   libfabric-dev libfabric-bin # fabric plugin (skipped without it) and fi_pingpong
+  libtensorpipe-dev         # bench: TensorPipe's shm transport beside the shm plugin
   binutils                  # nm, to check plugins export one symbol
   iproute2 procps           # ip netns, ps/kill in process tests
   python3 python3-dev pybind11-dev     # Python bindings (bindings/python)

@@ -102,33 +102,38 @@ void Finish(const SizePlan& p, Accumulator* acc) {
 }
 
 // Which implementation goes first in round `round` of size `index`: it
-// alternates, so neither always inherits the other's warm caches or TCP
-// state. The peer computes the same order.
-bool RawFirst(size_t index, uint32_t round) { return (index + round) % 2 == 0; }
+// rotates, so none always inherits another's warm caches or TCP state. The
+// peer computes the same order.
+size_t Nth(size_t index, uint32_t round, size_t k, size_t n) {
+  return (index + round + k) % n;
+}
 
 }  // namespace
 
 Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
-                   PingPongClient* raw, PingPongClient* ferry,
-                   BufferSet* buffers, SizeResult* out) {
-  out->plan = p;
-  Accumulator sides[2];
-  sides[0] = {raw, &out->raw, "raw tcp", {}, {}, {}, {0, 0}};
-  sides[1] = {ferry, &out->ferry, "ferry", {}, {}, {}, {0, 0}};
-  for (Accumulator& a : sides) a.rtt_ns.reserve(p.iters);
+                   const std::vector<Contender>& contenders,
+                   BufferSet* buffers) {
+  const size_t n = contenders.size();
+  std::vector<Accumulator> sides(n);
+  for (size_t i = 0; i < n; ++i) {
+    sides[i].impl = contenders[i].client;
+    sides[i].result = contenders[i].result;
+    sides[i].label = contenders[i].label;
+    sides[i].rtt_ns.reserve(p.iters);
+  }
   for (uint32_t round = 0; round < p.rounds; ++round) {
-    for (int k = 0; k < 2; ++k) {
-      Accumulator& a = sides[RawFirst(index, round) ? k : 1 - k];
+    for (size_t k = 0; k < n; ++k) {
+      Accumulator& a = sides[Nth(index, round, k, n)];
       if (a.impl == nullptr) continue;  // --only
       Status st = RoundTrips(p, ItersInRound(p, round), buffers, &a);
       if (!st.ok()) return st;
     }
   }
-  // Streaming: one untimed burst each, then timed bursts alternating.
+  // Streaming: one untimed burst each, then timed bursts in rotation.
   for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps;
        ++rep) {
-    for (int k = 0; k < 2; ++k) {
-      Accumulator& a = sides[RawFirst(index, rep) ? k : 1 - k];
+    for (size_t k = 0; k < n; ++k) {
+      Accumulator& a = sides[Nth(index, rep, k, n)];
       if (a.impl == nullptr) continue;
       Status st = Burst(p, window, rep > 0, &a);
       if (!st.ok()) return st;
@@ -141,26 +146,26 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
 }
 
 Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
-                 PingPongServer* raw, PingPongServer* ferry) {
-  PingPongServer* sides[2] = {raw, ferry};
+                 const std::vector<PingPongServer*>& sides) {
+  const size_t n = sides.size();
   for (uint32_t round = 0; round < p.rounds; ++round) {
-    for (int k = 0; k < 2; ++k) {
-      PingPongServer* impl = sides[RawFirst(index, round) ? k : 1 - k];
+    for (size_t k = 0; k < n; ++k) {
+      PingPongServer* impl = sides[Nth(index, round, k, n)];
       if (impl == nullptr) continue;  // --only
-      const uint32_t n = p.warmup + ItersInRound(p, round);
-      for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t count = p.warmup + ItersInRound(p, round);
+      for (uint32_t i = 0; i < count; ++i) {
         Status st = impl->Echo(p.size);
         if (!st.ok()) return st;
       }
-      // Its last reply must leave before the other implementation runs.
+      // Its last reply must leave before the next implementation runs.
       Status st = impl->Flush();
       if (!st.ok()) return st;
     }
   }
   for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps;
        ++rep) {
-    for (int k = 0; k < 2; ++k) {
-      PingPongServer* impl = sides[RawFirst(index, rep) ? k : 1 - k];
+    for (size_t k = 0; k < n; ++k) {
+      PingPongServer* impl = sides[Nth(index, rep, k, n)];
       if (impl == nullptr) continue;
       Status st = impl->StreamSink(p.size, p.stream_messages, window);
       if (st.ok()) st = impl->Flush();

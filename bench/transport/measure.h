@@ -1,13 +1,15 @@
-// The one measurement loop both implementations go through. For every size
-// of the plan the client runs, in this order, with the peer mirroring it:
-//   1. `rounds` rounds of round trips; in each, raw and then ferry (or ferry
-//      and then raw: the order alternates by round and by size) run `warmup`
-//      untimed round trips and their share of `iters` timed ones, each timed
-//      on its own (steady_clock around RoundTrip). Alternating in rounds
-//      means a drift of the machine (another tenant, frequency, the host)
-//      lands on both columns alike instead of on whichever ran second;
+// The one measurement loop every implementation goes through (ferry and the
+// references measured with it). For every size of the plan the client runs,
+// in this order, with the peer mirroring it:
+//   1. `rounds` rounds of round trips; in each, every implementation in turn
+//      (the order rotates by round and by size: with two, raw and then ferry,
+//      or ferry and then raw) runs `warmup` untimed round trips and its share
+//      of `iters` timed ones, each timed on its own (steady_clock around
+//      RoundTrip). Rotating in rounds means a drift of the machine (another
+//      tenant, frequency, the host) lands on every column alike instead of on
+//      whichever ran last;
 //   2. for streamed sizes: one untimed burst each, then `stream_reps` timed
-//      bursts of `stream_messages` messages, raw and ferry alternating.
+//      bursts of `stream_messages` messages, in the same rotation.
 // The echo is checked byte for byte after every round.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "transport/stats.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace ferry::bench {
 
@@ -36,17 +39,26 @@ struct ImplResult {
 struct SizeResult {
   SizePlan plan;
   ImplResult ferry;
-  ImplResult raw;
+  std::vector<ImplResult> references;  // parallel to RunInfo::references
 };
 
-// Client side of one size: fills *out. A null implementation is skipped
-// (--only, for profiling one side alone); its result stays empty.
-Status MeasureSize(const SizePlan& plan, uint32_t window, size_t index,
-                   PingPongClient* raw, PingPongClient* ferry,
-                   BufferSet* buffers, SizeResult* out);
+// One implementation as MeasureSize sees it. A null client is skipped
+// (--only, for profiling one side alone) but keeps its place in the
+// rotation, so both processes agree on the order; its result stays empty.
+struct Contender {
+  const char* label;  // for error messages
+  PingPongClient* client;
+  ImplResult* result;
+};
 
-// Peer side of one size: the same exchanges, in the same order.
+// Client side of one size: fills each contender's result.
+Status MeasureSize(const SizePlan& plan, uint32_t window, size_t index,
+                   const std::vector<Contender>& contenders,
+                   BufferSet* buffers);
+
+// Peer side of one size: the same exchanges, in the same order; `servers`
+// are in the client's contender order (null where the client's is).
 Status ServeSize(const SizePlan& plan, uint32_t window, size_t index,
-                 PingPongServer* raw, PingPongServer* ferry);
+                 const std::vector<PingPongServer*>& servers);
 
 }  // namespace ferry::bench

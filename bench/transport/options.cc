@@ -77,8 +77,11 @@ std::string Usage() {
       "usage: ferry-bench-transport --plugin NAME|PATH [options]\n"
       "\n"
       "Round-trip latency (median, p99) and bandwidth of a transport plugin,\n"
-      "measured in the same run against a raw TCP ping-pong floor written for\n"
-      "this benchmark, between this process and a peer process it execs.\n"
+      "measured in the same run against the references for that plugin, between\n"
+      "this process and a peer process it execs. tcp (and any plugin without\n"
+      "references of its own): a raw TCP ping-pong floor written for this\n"
+      "benchmark; shm: a raw shared-memory ring floor, and TensorPipe's shm\n"
+      "transport with its basic channel where libtensorpipe was found at build.\n"
       "\n"
       "  --plugin NAME|PATH  transport plugin: a name (\"tcp\") found by the\n"
       "                      plugin loader, or a path to a libferry-*.so\n"
@@ -92,9 +95,9 @@ std::string Usage() {
       "                      raw and ferry alternating, so slow drifts of the\n"
       "                      machine hit both alike (default 4)\n"
       "  --mode busy|sleep|both\n"
-      "                      busy: spin on progress() / non-blocking recv;\n"
-      "                      sleep: poll() the wakeup fd / the socket\n"
-      "                      (default both)\n"
+      "                      busy: every side spins (ferry on progress());\n"
+      "                      sleep: every side blocks when it has nothing to\n"
+      "                      do (ferry: poll() on the wakeup fd) (default both)\n"
       "  --cpus A,B          pin this process to CPU A and the peer to CPU B\n"
       "                      (default 0,1; 'none' disables pinning)\n"
       "  --window W          messages in flight in the streaming test\n"
@@ -103,8 +106,10 @@ std::string Usage() {
       "                      (default 64K)\n"
       "  --no-stream         round trips only\n"
       "  --json FILE         write every figure and the machine description\n"
-      "  --only ferry|raw    measure one side alone (for profiling it with\n"
-      "                      strace -c or valgrind); no ratios\n"
+      "  --only NAME         measure one side alone (for profiling it with\n"
+      "                      strace -c or valgrind): ferry, raw (the plugin's\n"
+      "                      raw floor) or another reference (tensorpipe);\n"
+      "                      no ratios\n"
       "  --timeout SECONDS   abort the whole run after this long (default 900)\n"
       "  --listen ADDRESS    the plugin's listen address (default 127.0.0.1:0\n"
       "                      for tcp, otherwise the plugin's own choice)\n"
@@ -188,8 +193,9 @@ StatusOr<Options> ParseOptions(int argc, char** argv) {
       if (!value(&o.listen)) return Bad("--listen needs an address");
       o.listen_given = true;
     } else if (arg == "--only") {
-      if (!value(&o.only) || (o.only != "ferry" && o.only != "raw")) {
-        return Bad("--only needs ferry or raw");
+      // Reference names depend on the plugin: main.cc checks them.
+      if (!value(&o.only) || o.only.empty()) {
+        return Bad("--only needs ferry, raw or another reference's name");
       }
     } else if (arg == "--peer") {
       o.peer = true;

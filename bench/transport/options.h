@@ -35,8 +35,8 @@ struct Options {
   // choice) for any other plugin.
   std::string listen;
   bool listen_given = false;
-  // --only ferry|raw: measure one side alone, to profile it (strace -c,
-  // valgrind) without the other's calls mixed in. No ratios then.
+  // --only ferry|raw|<reference key>: measure one side alone, to profile it
+  // (strace -c, valgrind) without the others' calls mixed in. No ratios.
   std::string only;
 
   // Hidden: set in the process that the benchmark execs as its peer.

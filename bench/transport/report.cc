@@ -129,19 +129,55 @@ void LoadJson(Json& j, const std::array<double, 3>& l) {
 
 const char* ModeText(PollMode mode) {
   return mode == PollMode::kBusy
-             ? "busy: ferry spins on progress(), raw spins on non-blocking "
-               "recv()/send()"
+             ? "busy: ferry spins on progress(); every reference spins on "
+               "its own wait (raw TCP: non-blocking recv()/send(); raw shm: "
+               "the ring index; TensorPipe: sched_yield() until its "
+               "callback ran)"
              : "sleep: ferry poll()s the wakeup fd when progress() has "
-               "nothing, raw poll()s the socket on EAGAIN";
+               "nothing (plugins that spin before sleeping are told not to: "
+               "spin_us=0); every reference blocks when it has nothing to do "
+               "(raw TCP: poll() on EAGAIN; raw shm: futex; TensorPipe: a "
+               "condition variable, while its shm reactor thread still spins)";
+}
+
+// The run's suites, pass by pass, summed up for the suite-level fields.
+double Seconds(const SuiteResult& s) {
+  double total = 0;
+  for (const PassResult& p : s.passes) total += p.seconds;
+  return total;
+}
+
+std::array<double, 3> LoadBefore(const SuiteResult& s) {
+  return s.passes.empty() ? std::array<double, 3>{}
+                          : s.passes.front().loadavg_before;
+}
+
+std::array<double, 3> LoadAfter(const SuiteResult& s) {
+  return s.passes.empty() ? std::array<double, 3>{}
+                          : s.passes.back().loadavg_after;
+}
+
+// Column labels are cut to fit the table.
+std::string Cut(const std::string& s, size_t width) {
+  return s.size() <= width ? s : s.substr(0, width);
 }
 
 }  // namespace
 
 void PrintHeader(std::FILE* out, const RunInfo& run) {
   const MachineInfo& m = run.machine;
-  std::fprintf(out, "ferry-bench-transport: %s %s (%s, ABI %u.%u) vs raw TCP\n",
+  std::string against;
+  for (const ReferenceInfo& r : run.references) {
+    against += (against.empty() ? "" : ", ") + r.label;
+  }
+  std::fprintf(out, "ferry-bench-transport: %s %s (%s, ABI %u.%u) vs %s\n",
                run.plugin_name.c_str(), run.plugin_version.c_str(),
-               run.plugin_path.c_str(), run.abi_major, run.abi_minor);
+               run.plugin_path.c_str(), run.abi_major, run.abi_minor,
+               against.c_str());
+  for (const SkippedReference& s : run.skipped) {
+    std::fprintf(out, "not measured: %s (%s)\n", s.info.label.c_str(),
+                 s.reason.c_str());
+  }
   std::fprintf(out, "machine: %ld CPUs, %s, %s\n", m.nproc,
                m.cpu_model.c_str(), m.kernel.c_str());
   if (run.pinned) {
@@ -154,67 +190,166 @@ void PrintHeader(std::FILE* out, const RunInfo& run) {
 }
 
 void PrintSuite(std::FILE* out, const RunInfo& run, const SuiteResult& s) {
+  const size_t n_refs = run.references.size();
   std::fprintf(out, "\n== mode %s ==\n", PollModeName(s.mode));
   std::fprintf(out, "%s\n", ModeText(s.mode));
   std::fprintf(out, "ferry context: %s%s%s\n", s.description.c_str(),
                s.wakeup_fd ? "; wakeup fd" : "; no wakeup fd",
                s.registered ? "; buffers registered" : "");
-  std::fprintf(out,
-               "load average before/after: %.2f / %.2f (1 min); %.1f s\n",
-               s.loadavg_before[0], s.loadavg_after[0], s.seconds);
-  std::fprintf(out,
-               "round trip (us): median and p99 of n timed round trips (raw "
-               "and ferry alternating in %u rounds);\n"
-               "rt bw = 2*size/median round trip; "
-               "stream bw = median of %u bursts with %u messages in flight "
-               "(raw: back-to-back writes); MB/s = 1e6 B/s\n",
-               run.options.rounds, run.options.stream_reps,
-               run.options.window);
-  std::fprintf(out,
-               "%6s %6s | %9s %9s | %9s %9s | %5s %5s | %8s %8s %5s | %8s "
-               "%8s %5s\n",
-               "size", "n", "ferry med", "p99", "raw med", "p99", "ratio",
-               "p99", "ferry rt", "raw rt", "ratio", "ferry st", "raw st",
-               "ratio");
-  std::fprintf(out, "%6s %6s | %19s | %19s | %11s | %23s | %23s\n", "", "",
-               "ferry (us)", "raw (us)", "ferry/raw", "rt bw (MB/s)",
-               "stream bw (MB/s)");
-  for (const SizeResult& r : s.sizes) {
-    const ImplResult& f = r.ferry;
-    const ImplResult& w = r.raw;
+  for (const PassResult& p : s.passes) {
     std::fprintf(out,
-                 "%6s %6u | %9.2f %9.2f | %9.2f %9.2f | %5.2f %5.2f | %8.1f "
-                 "%8.1f %5.2f |",
-                 FormatSize(r.plan.size).c_str(), r.plan.iters,
-                 f.rtt_ns.median / 1e3, f.rtt_ns.p99 / 1e3,
-                 w.rtt_ns.median / 1e3, w.rtt_ns.p99 / 1e3,
-                 Ratio(f.rtt_ns.median, w.rtt_ns.median),
-                 Ratio(f.rtt_ns.p99, w.rtt_ns.p99), f.bw_rtt_Bps / 1e6,
-                 w.bw_rtt_Bps / 1e6, Ratio(f.bw_rtt_Bps, w.bw_rtt_Bps));
-    if (r.plan.stream_messages > 0) {
-      std::fprintf(out, " %8.1f %8.1f %5.2f\n", f.stream_Bps.median / 1e6,
-                   w.stream_Bps.median / 1e6,
-                   Ratio(f.stream_Bps.median, w.stream_Bps.median));
-    } else {
-      std::fprintf(out, " %8s %8s %5s\n", "-", "-", "-");
-    }
+                 "pass %-16s load average before/after: %.2f / %.2f (1 min); "
+                 "%.1f s\n",
+                 p.label.c_str(), p.loadavg_before[0], p.loadavg_after[0],
+                 p.seconds);
   }
   std::fprintf(out,
-               "per round trip (client): ferry progress() calls / poll() "
-               "sleeps / user+sys CPU us vs raw send+recv calls / poll() "
-               "sleeps / user+sys CPU us\n");
+               "round trip (us): median and p99 of n timed round trips "
+               "(implementations taking turns in %u rounds); "
+               "ratio = ferry / reference\n",
+               run.options.rounds);
+  std::fprintf(out, "%6s %6s | %19s", "", "", "ferry (us)");
+  for (const ReferenceInfo& r : run.references) {
+    std::fprintf(out, " | %-31s", Cut(r.label + " (us), ratio", 31).c_str());
+  }
+  std::fprintf(out, "\n%6s %6s | %9s %9s", "size", "n", "median", "p99");
+  for (size_t k = 0; k < n_refs; ++k) {
+    std::fprintf(out, " | %9s %9s %5s %5s", "median", "p99", "med", "p99");
+  }
+  std::fprintf(out, "\n");
   for (const SizeResult& r : s.sizes) {
-    std::fprintf(out,
-                 "%6s  ferry %7.1f calls %5.2f sleeps %7.2f+%-7.2f us | raw "
-                 "%7.1f calls %5.2f sleeps %7.2f+%-7.2f us\n",
+    const ImplResult& f = r.ferry;
+    std::fprintf(out, "%6s %6u | %9.2f %9.2f", FormatSize(r.plan.size).c_str(),
+                 r.plan.iters, f.rtt_ns.median / 1e3, f.rtt_ns.p99 / 1e3);
+    for (const ImplResult& w : r.references) {
+      std::fprintf(out, " | %9.2f %9.2f %5.2f %5.2f", w.rtt_ns.median / 1e3,
+                   w.rtt_ns.p99 / 1e3, Ratio(f.rtt_ns.median, w.rtt_ns.median),
+                   Ratio(f.rtt_ns.p99, w.rtt_ns.p99));
+    }
+    std::fprintf(out, "\n");
+  }
+
+  std::fprintf(out,
+               "bandwidth (MB/s = 1e6 B/s): rt = 2*size/median round trip; "
+               "st = median of %u bursts with %u messages in flight (raw "
+               "floors: back-to-back writes); ratio = ferry / reference\n",
+               run.options.stream_reps, run.options.window);
+  std::fprintf(out, "%6s | %8s", "size", "ferry rt");
+  for (const ReferenceInfo& r : run.references) {
+    std::fprintf(out, " | %8s %5s", Cut(r.label, 8).c_str(), "ratio");
+  }
+  std::fprintf(out, " || %8s", "ferry st");
+  for (const ReferenceInfo& r : run.references) {
+    std::fprintf(out, " | %8s %5s", Cut(r.label, 8).c_str(), "ratio");
+  }
+  std::fprintf(out, "\n");
+  for (const SizeResult& r : s.sizes) {
+    const ImplResult& f = r.ferry;
+    std::fprintf(out, "%6s | %8.1f", FormatSize(r.plan.size).c_str(),
+                 f.bw_rtt_Bps / 1e6);
+    for (const ImplResult& w : r.references) {
+      std::fprintf(out, " | %8.1f %5.2f", w.bw_rtt_Bps / 1e6,
+                   Ratio(f.bw_rtt_Bps, w.bw_rtt_Bps));
+    }
+    if (r.plan.stream_messages > 0) {
+      std::fprintf(out, " || %8.1f", f.stream_Bps.median / 1e6);
+      for (const ImplResult& w : r.references) {
+        std::fprintf(out, " | %8.1f %5.2f", w.stream_Bps.median / 1e6,
+                     Ratio(f.stream_Bps.median, w.stream_Bps.median));
+      }
+    } else {
+      std::fprintf(out, " || %8s", "-");
+      for (size_t k = 0; k < n_refs; ++k) {
+        std::fprintf(out, " | %8s %5s", "-", "-");
+      }
+    }
+    std::fprintf(out, "\n");
+  }
+
+  std::fprintf(out,
+               "per round trip (client): loop calls (ferry: progress(); raw "
+               "TCP: send/recv; raw shm: ring copies; TensorPipe: "
+               "sched_yield) / blocking sleeps / user+sys CPU us\n");
+  for (const SizeResult& r : s.sizes) {
+    std::fprintf(out, "%6s  ferry %7.1f %5.2f %6.2f+%-6.2f",
                  FormatSize(r.plan.size).c_str(), r.ferry.calls_per_rt,
                  r.ferry.waits_per_rt, r.ferry.user_ns_per_rt / 1e3,
-                 r.ferry.sys_ns_per_rt / 1e3, r.raw.calls_per_rt,
-                 r.raw.waits_per_rt, r.raw.user_ns_per_rt / 1e3,
-                 r.raw.sys_ns_per_rt / 1e3);
+                 r.ferry.sys_ns_per_rt / 1e3);
+    for (size_t k = 0; k < n_refs; ++k) {
+      const ImplResult& w = r.references[k];
+      std::fprintf(out, " | %s %7.1f %5.2f %6.2f+%-6.2f",
+                   run.references[k].key.c_str(), w.calls_per_rt,
+                   w.waits_per_rt, w.user_ns_per_rt / 1e3,
+                   w.sys_ns_per_rt / 1e3);
+    }
+    std::fprintf(out, "\n");
   }
   std::fflush(out);
 }
+
+void PrintSummary(std::FILE* out, const RunInfo& run,
+                  const std::vector<SuiteResult>& suites) {
+  std::fprintf(out, "\nsummary, ferry / reference (latency: lower is "
+                    "better; bandwidth: higher is better):\n");
+  for (const SuiteResult& s : suites) {
+    if (s.sizes.empty()) continue;
+    const SizeResult& small = s.sizes.front();
+    const SizeResult& large = s.sizes.back();
+    for (size_t k = 0; k < run.references.size(); ++k) {
+      const ImplResult& ws = small.references[k];
+      const ImplResult& wl = large.references[k];
+      std::fprintf(out,
+                   "  %-5s vs %-15s %s round trip median %.2fx (p99 %.2fx); "
+                   "%s bandwidth from round trip %.2fx",
+                   PollModeName(s.mode), run.references[k].label.c_str(),
+                   FormatSize(small.plan.size).c_str(),
+                   Ratio(small.ferry.rtt_ns.median, ws.rtt_ns.median),
+                   Ratio(small.ferry.rtt_ns.p99, ws.rtt_ns.p99),
+                   FormatSize(large.plan.size).c_str(),
+                   Ratio(large.ferry.bw_rtt_Bps, wl.bw_rtt_Bps));
+      if (large.plan.stream_messages > 0) {
+        std::fprintf(out, ", streaming %.2fx",
+                     Ratio(large.ferry.stream_Bps.median, wl.stream_Bps.median));
+      }
+      std::fprintf(out, "\n");
+    }
+  }
+  for (const SkippedReference& sk : run.skipped) {
+    std::fprintf(out, "  not measured: %s (%s)\n", sk.info.label.c_str(),
+                 sk.reason.c_str());
+  }
+}
+
+namespace {
+
+void RatioJson(Json& j, const ImplResult& f, const ImplResult& w,
+               bool streamed) {
+  j.Open('{');
+  j.Key("rtt_median"); j.Num(Ratio(f.rtt_ns.median, w.rtt_ns.median));
+  j.Key("rtt_p99"); j.Num(Ratio(f.rtt_ns.p99, w.rtt_ns.p99));
+  j.Key("bw_rtt"); j.Num(Ratio(f.bw_rtt_Bps, w.bw_rtt_Bps));
+  if (streamed) {
+    j.Key("bw_stream");
+    j.Num(Ratio(f.stream_Bps.median, w.stream_Bps.median));
+  }
+  j.Close('}');
+}
+
+void ReferenceJson(Json& j, const ReferenceInfo& r, const std::string* skip) {
+  j.Open('{');
+  j.Key("key"); j.Str(r.key);
+  j.Key("label"); j.Str(r.label);
+  j.Key("measured"); j.Bool(skip == nullptr);
+  if (skip != nullptr) {
+    j.Key("skipped_because"); j.Str(*skip);
+  } else {
+    j.Key("method"); j.Str(r.method);
+    j.Key("own_pass"); j.Bool(r.isolated);
+  }
+  j.Close('}');
+}
+
+}  // namespace
 
 Status WriteJson(const std::string& path, const RunInfo& run,
                  const std::vector<SuiteResult>& suites) {
@@ -223,7 +358,9 @@ Status WriteJson(const std::string& path, const RunInfo& run,
   Json j;
   j.Open('{');
   j.Key("benchmark"); j.Str("ferry-bench-transport");
-  j.Key("schema_version"); j.Int(1);
+  // 2: any number of references, each result keyed by reference and
+  // "ratio" keyed by reference too (1 had "raw" and a flat "ratio").
+  j.Key("schema_version"); j.Int(2);
   j.Key("command"); j.Str(run.command);
   j.Key("date_utc"); j.Str(m.date_utc);
   j.Key("machine"); j.Open('{');
@@ -245,6 +382,12 @@ Status WriteJson(const std::string& path, const RunInfo& run,
   j.Key("abi"); j.Str(std::to_string(run.abi_major) + "." +
                       std::to_string(run.abi_minor));
   j.Close('}');
+  j.Key("references"); j.Open('[');
+  for (const ReferenceInfo& r : run.references) ReferenceJson(j, r, nullptr);
+  for (const SkippedReference& s : run.skipped) {
+    ReferenceJson(j, s.info, &s.reason);
+  }
+  j.Close(']');
   j.Key("cpus"); j.Open('{');
   j.Key("pinned"); j.Bool(run.pinned);
   j.Key("self"); j.Int(static_cast<uint64_t>(o.cpu_self));
@@ -252,19 +395,20 @@ Status WriteJson(const std::string& path, const RunInfo& run,
   j.Close('}');
   j.Key("method"); j.Open('{');
   j.Key("latency");
-  j.Str("round trip: client sends size bytes (16-byte header + one "
-            "segment for ferry, bare bytes for raw), peer echoes size bytes "
+  j.Str("round trip: client sends size bytes (ferry: 16-byte header + one "
+            "segment; each reference: see its method), peer echoes size bytes "
             "back; each timed alone with steady_clock; median and "
             "nearest-rank p99");
   j.Key("bw_rtt"); j.Str("2 * size / median round trip (bytes/s)");
   j.Key("bw_stream");
   j.Str("bytes/s of one-way bursts: ferry keeps `window` sends in flight "
-            "and the peer places into a ring of `window` buffers; raw writes "
-            "back to back; the peer acks the burst's end; median over "
+            "and the peer places into a ring of `window` buffers; raw floors "
+            "write back to back; the peer acks the burst's end; median over "
             "`stream_reps` bursts after one untimed burst");
-  j.Key("raw_floor");
-  j.Str("plain TCP on 127.0.0.1, non-blocking, TCP_NODELAY, default "
-            "socket buffers, no framing, same buffers and same polling mode");
+  j.Key("passes");
+  j.Str("ferry and the references that can share the machine take turns "
+            "within each size; a reference with its own pass (own_pass) is "
+            "measured over the whole plan after them");
   j.Key("window"); j.Int(o.window);
   j.Key("stream_reps"); j.Int(o.stream_reps);
   j.Key("stream_min"); j.Int(o.stream_min);
@@ -281,9 +425,19 @@ Status WriteJson(const std::string& path, const RunInfo& run,
     j.Open('{');
     j.Key("mode"); j.Str(PollModeName(s.mode));
     j.Key("mode_description"); j.Str(ModeText(s.mode));
-    j.Key("seconds"); j.Num(s.seconds);
-    j.Key("loadavg_before"); LoadJson(j, s.loadavg_before);
-    j.Key("loadavg_after"); LoadJson(j, s.loadavg_after);
+    j.Key("seconds"); j.Num(Seconds(s));
+    j.Key("loadavg_before"); LoadJson(j, LoadBefore(s));
+    j.Key("loadavg_after"); LoadJson(j, LoadAfter(s));
+    j.Key("passes"); j.Open('[');
+    for (const PassResult& p : s.passes) {
+      j.Open('{');
+      j.Key("measures"); j.Str(p.label);
+      j.Key("seconds"); j.Num(p.seconds);
+      j.Key("loadavg_before"); LoadJson(j, p.loadavg_before);
+      j.Key("loadavg_after"); LoadJson(j, p.loadavg_after);
+      j.Close('}');
+    }
+    j.Close(']');
     j.Key("ferry_context"); j.Open('{');
     j.Key("description"); j.Str(s.description);
     j.Key("caps"); j.Open('[');
@@ -306,14 +460,14 @@ Status WriteJson(const std::string& path, const RunInfo& run,
         j.Key("stream_reps"); j.Int(r.plan.stream_reps);
       }
       j.Key("ferry"); ImplJson(j, r.ferry, streamed);
-      j.Key("raw"); ImplJson(j, r.raw, streamed);
+      for (size_t k = 0; k < run.references.size(); ++k) {
+        j.Key(run.references[k].key);
+        ImplJson(j, r.references[k], streamed);
+      }
       j.Key("ratio"); j.Open('{');
-      j.Key("rtt_median"); j.Num(Ratio(r.ferry.rtt_ns.median, r.raw.rtt_ns.median));
-      j.Key("rtt_p99"); j.Num(Ratio(r.ferry.rtt_ns.p99, r.raw.rtt_ns.p99));
-      j.Key("bw_rtt"); j.Num(Ratio(r.ferry.bw_rtt_Bps, r.raw.bw_rtt_Bps));
-      if (streamed) {
-        j.Key("bw_stream");
-        j.Num(Ratio(r.ferry.stream_Bps.median, r.raw.stream_Bps.median));
+      for (size_t k = 0; k < run.references.size(); ++k) {
+        j.Key(run.references[k].key);
+        RatioJson(j, r.ferry, r.references[k], streamed);
       }
       j.Close('}');
       j.Close('}');
