@@ -248,7 +248,7 @@ def _encode_raw(parts):
         else:
             # One tensor, exported as a pickled call would export it.
             p = _pickling._Pickler(io.BytesIO(), RRef)
-            if p.persistent_id(part) is None:
+            if p._export(part) is None:
                 raise TypeError("ferry: part %d of a raw payload (%s) is not bytes, a tensor "
                                 "or an RRef" % (i, type(part).__name__))
             tensors.extend(p.tensors)

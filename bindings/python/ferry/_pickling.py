@@ -2,7 +2,7 @@
 
 A numpy array or torch tensor anywhere in a value (an argument, a result,
 nested in lists, dicts, state dicts, objects) is not pickled: the pickler
-replaces it with a reference (pickle's persistent ids), and the tensor goes
+replaces it with a reference (a reduction to _rebuild), and the tensor goes
 beside the pickle as a DLPack tensor segment, its bytes never copied on the
 send side. The receiver gets the same kind back: numpy stays numpy (a
 writable array over the received bytes), torch stays torch. An RRef goes the
@@ -23,6 +23,7 @@ Fallbacks, where a framework refuses DLPack (all zero-copy unless noted):
 import io
 import pickle
 import sys
+import threading
 
 import numpy as np
 
@@ -34,30 +35,31 @@ def _torch():
 
 
 class _Pickler(pickle.Pickler):
+    """Pickles a value with its tensors and RRefs set aside.
+
+    reducer_override (not persistent_id) because the C pickler calls it only
+    for objects that are not built-in containers or atoms, which keeps a
+    call's pickling near plain pickle's cost; and because what it returns is
+    memoized like any reduction, the same array twice is sent once and
+    arrives as one object twice."""
+
     def __init__(self, file, rref_type):
         super().__init__(file, protocol=PROTOCOL)
         self.tensors = []
         self.rrefs = []
         self._rref_type = rref_type
-        self._seen = {}  # id(obj) -> persistent id: aliasing survives
 
-    def persistent_id(self, obj):
-        if isinstance(obj, (str, bytes, int, float, tuple, list, dict)):
-            return None  # the common case, quickly
-        seen = self._seen.get(id(obj))
-        if seen is not None:
-            return seen[0]
-        pid = self._export(obj)
-        if pid is not None:
-            self._seen[id(obj)] = (pid, obj)  # obj kept alive: ids stay unique
-        return pid
+    def reducer_override(self, obj):
+        ref = self._export(obj)
+        return NotImplemented if ref is None else (_rebuild, ref)
 
     def _export(self, obj):
-        torch = _torch()
+        """The reference that replaces obj, or None to pickle it."""
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject or obj.dtype.names is not None:
                 return None  # object and structured arrays go by pickle
             return self._add_numpy(obj)
+        torch = _torch()
         if torch is not None and isinstance(obj, torch.Tensor):
             return self._add_torch(obj, torch)
         if isinstance(obj, self._rref_type):
@@ -98,42 +100,35 @@ class _Pickler(pickle.Pickler):
         return ("t", len(self.tensors) - 1, "torch", tuple(meta))
 
 
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, message, rref_factory):
-        super().__init__(file)
-        self._message = message
-        self._rref_factory = rref_factory
-        self._loaded = {}
+# The message being unpickled on this thread (loads() sets it): _rebuild
+# takes its tensors and RRefs out of it.
+_receiving = threading.local()
 
-    def persistent_load(self, pid):
-        loaded = self._loaded.get(pid)
-        if loaded is None:
-            loaded = self._load(pid)
-            self._loaded[pid] = loaded
-        return loaded
 
-    def _load(self, pid):
-        if pid[0] == "r":
-            return self._rref_factory(self._message.take_rref(pid[1]), pid[2])
-        _, index, kind, meta = pid
-        if kind == "torch":
+def _rebuild(kind, index, *extra):
+    """Unpickling's side of _Pickler._export."""
+    message, rref_factory = _receiving.current
+    if kind == "r":
+        return rref_factory(message.take_rref(index), extra[0])
+    kind, meta = extra
+    if kind == "torch":
+        import torch
+
+        t = torch.utils.dlpack.from_dlpack(message.take_capsule(index))
+        if "bool" in meta:
+            t = t.view(torch.bool)
+        if "grad" in meta:
+            t.requires_grad_()
+        return t
+    if kind == "dlpack":
+        try:
+            return message.take_numpy(index)
+        except TypeError:  # device memory: torch can hold it
             import torch
 
-            t = torch.utils.dlpack.from_dlpack(self._message.take_capsule(index))
-            if "bool" in meta:
-                t = t.view(torch.bool)
-            if "grad" in meta:
-                t.requires_grad_()
-            return t
-        if kind == "dlpack":
-            try:
-                return self._message.take_numpy(index)
-            except TypeError:  # device memory: torch can hold it
-                import torch
-
-                return torch.utils.dlpack.from_dlpack(self._message.take_capsule(index))
-        a = self._message.take_numpy(index)
-        return a.view(np.bool_) if meta == "bool" else a
+            return torch.utils.dlpack.from_dlpack(message.take_capsule(index))
+    a = message.take_numpy(index)
+    return a.view(np.bool_) if meta == "bool" else a
 
 
 def dumps(value, rref_type):
@@ -152,7 +147,12 @@ def dumps(value, rref_type):
 
 def loads(message, rref_factory):
     """The value a message carries (its tensors and RRefs taken from it)."""
-    return _Unpickler(io.BytesIO(message.data()), message, rref_factory).load()
+    outer = getattr(_receiving, "current", None)  # loads() inside an unpickling
+    _receiving.current = (message, rref_factory)
+    try:
+        return pickle.loads(message.data())
+    finally:
+        _receiving.current = outer
 
 
 def _describe(value):
