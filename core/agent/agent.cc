@@ -436,6 +436,7 @@ Status Agent::Shutdown(std::chrono::milliseconds grace) {
     c.future->Complete(Status(FERRY_CANCELLED, "worker '" + options_.name +
                                                    "' shut down before the reply came"));
   }
+  if (executor_) executor_->StopLeading();
   engine_->Stop(std::max(std::chrono::milliseconds(100),
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              deadline - std::chrono::steady_clock::now())));

@@ -32,6 +32,19 @@ void Executor::StartLeading(ProgressWait progress) {
   cv_.notify_one();
 }
 
+void Executor::StopLeading() {
+  std::function<void()> wake;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    progress_ended_ = true;
+    stop_leading_.store(true);
+    wake = progress_.wake;
+  }
+  if (wake) wake();
+  std::unique_lock<std::mutex> l(mu_);
+  led_cv_.wait(l, [this] { return !leading_; });
+}
+
 void Executor::Post(std::function<void()> fn) {
   bool wake_leader;
   {
@@ -50,10 +63,11 @@ void Executor::Post(std::function<void()> fn) {
 }
 
 std::function<void()> Executor::Lead() {
-  const bool progressing =
-      progress_.wait([this] { return has_work_.load() || stopping_.load(); });
+  const bool progressing = progress_.wait(
+      [this] { return has_work_.load() || stopping_.load() || stop_leading_.load(); });
   std::unique_lock<std::mutex> l(mu_);
   leading_ = false;
+  if (stop_leading_.load()) led_cv_.notify_all();  // StopLeading() waits for this
   if (!progressing) progress_ended_ = true;
   if (queue_.empty()) {
     if (!progress_ended_ && !stopping_.load()) return {};  // spurious: lead again

@@ -36,6 +36,10 @@ class Executor {
   // From now on, an idle thread leads (waits through `progress`). Called
   // once the worker has joined and its progress may be driven by anyone.
   void StartLeading(ProgressWait progress);
+  // No thread leads from now on; returns once the leader (if any) has left
+  // its wait. Before the engine stops: a leader must not be inside
+  // progress when the engine closes its descriptors.
+  void StopLeading();
   ~Executor();  // runs what is queued, then joins
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -50,9 +54,11 @@ class Executor {
   ProgressWait progress_;
   std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable led_cv_;  // the leader left its wait (StopLeading)
   std::deque<std::function<void()>> queue_;
   std::atomic<bool> has_work_{false};   // !queue_.empty(), for the leader's check
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> stop_leading_{false};
   bool leading_ = false;                // a thread is in Lead()'s wait
   bool progress_ended_ = true;          // no ProgressWait (yet), or the engine stopped
   std::vector<std::thread> threads_;
