@@ -117,20 +117,6 @@ Status Agent::StartImpl() {
   engine_->AddTimer(std::chrono::milliseconds(100), [weak] {
     if (auto a = weak.lock()) a->rrefs_->Retry(std::chrono::milliseconds(200));
   });
-  if (!options_.busy_poll) {
-    // Sleeping mode: a handler thread waits for calls by driving progress
-    // (executor.h), which saves a thread wake-up per MAY_BLOCK call.
-    Executor::ProgressWait progress;
-    Engine* engine = engine_.get();
-    progress.wait = [engine](const std::function<bool()>& done) {
-      while (!engine->WaitUntil(done, std::chrono::steady_clock::now() + std::chrono::hours(1))) {
-        if (engine->stopping()) return false;
-      }
-      return true;
-    };
-    progress.wake = [engine] { engine->NotifyWaiters(); };
-    executor_->StartLeading(std::move(progress));
-  }
   {
     std::lock_guard<std::mutex> l(mu_);
     registration_grace_until_ = std::chrono::steady_clock::now() + kRegistrationGrace;
@@ -436,7 +422,6 @@ Status Agent::Shutdown(std::chrono::milliseconds grace) {
     c.future->Complete(Status(FERRY_CANCELLED, "worker '" + options_.name +
                                                    "' shut down before the reply came"));
   }
-  if (executor_) executor_->StopLeading();
   engine_->Stop(std::max(std::chrono::milliseconds(100),
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              deadline - std::chrono::steady_clock::now())));

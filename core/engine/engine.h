@@ -136,7 +136,6 @@ class Engine {
   void NotifyWaiters();
 
   bool busy_poll() const { return options_.busy_poll; }
-  bool stopping() const { return stopping_.load(); }
   // Adds a periodic job run by whoever pumps (RRef control retries, call
   // deadlines). Runs without locks; must not block.
   void AddTimer(std::chrono::milliseconds period, std::function<void()> fn);
