@@ -86,6 +86,19 @@ class RRefHandle {
   ferry_rref_t* r_;
 };
 
+// Runs `call` (a ferry function given the payload) without the GIL. The
+// payload's tensors are ferry's afterwards, whatever the outcome.
+template <typename Call>
+void GiveToFerry(Payload& p, Call&& call) {
+  ferry_status_t s;
+  {
+    py::gil_scoped_release nogil;
+    s = call(p.c());
+  }
+  p.Given();
+  Check(s);
+}
+
 Payload::Payload(const py::bytes& data, const py::list& tensors, const py::list& rrefs)
     : bytes_(data) {
   for (py::handle t : tensors) {
@@ -234,13 +247,7 @@ class CallHandle {
   void Reply(const py::bytes& data, const py::list& tensors, const py::list& rrefs) {
     Payload p(data, tensors, rrefs);
     ferry_call_t* c = Take();
-    ferry_status_t s;
-    {
-      py::gil_scoped_release nogil;
-      s = ferry_call_reply(c, p.c());
-    }
-    p.Given();
-    Check(s);
+    GiveToFerry(p, [c](const ferry_payload_t* pc) { return ferry_call_reply(c, pc); });
   }
   void Fail(ferry_status_t code, const std::string& message) {
     ferry_call_t* c = Take();
@@ -428,13 +435,9 @@ class WorkerHandle {
     Payload p(data, tensors, rrefs);
     ferry_worker_t* w = get();
     ferry_future_t* f = nullptr;
-    ferry_status_t s;
-    {
-      py::gil_scoped_release nogil;
-      s = ferry_rpc_async(w, to.c_str(), function.c_str(), p.c(), timeout_ms, &f);
-    }
-    p.Given();
-    Check(s);
+    GiveToFerry(p, [&](const ferry_payload_t* pc) {
+      return ferry_rpc_async(w, to.c_str(), function.c_str(), pc, timeout_ms, &f);
+    });
     return std::make_shared<FutureHandle>(f);
   }
 
@@ -444,13 +447,9 @@ class WorkerHandle {
     Payload p(data, tensors, rrefs);
     ferry_worker_t* w = get();
     ferry_rref_t* r = nullptr;
-    ferry_status_t s;
-    {
-      py::gil_scoped_release nogil;
-      s = ferry_remote(w, to.c_str(), function.c_str(), p.c(), timeout_ms, &r);
-    }
-    p.Given();
-    Check(s);
+    GiveToFerry(p, [&](const ferry_payload_t* pc) {
+      return ferry_remote(w, to.c_str(), function.c_str(), pc, timeout_ms, &r);
+    });
     return std::make_shared<RRefHandle>(r);
   }
 
@@ -459,13 +458,7 @@ class WorkerHandle {
     Payload p(data, tensors, rrefs);
     ferry_worker_t* w = get();
     ferry_rref_t* r = nullptr;
-    ferry_status_t s;
-    {
-      py::gil_scoped_release nogil;
-      s = ferry_rref_create(w, p.c(), &r);
-    }
-    p.Given();
-    Check(s);
+    GiveToFerry(p, [&](const ferry_payload_t* pc) { return ferry_rref_create(w, pc, &r); });
     return std::make_shared<RRefHandle>(r);
   }
 
@@ -586,13 +579,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def("set_local_value", [](RRefHandle& r, const py::bytes& data, const py::list& tensors) {
         Payload p(data, tensors, py::list());
         ferry_rref_t* h = r.get();
-        ferry_status_t s;
-        {
-          py::gil_scoped_release nogil;
-          s = ferry_rref_set_local_value(h, p.c());
-        }
-        p.Given();
-        Check(s);
+        GiveToFerry(p, [h](const ferry_payload_t* pc) { return ferry_rref_set_local_value(h, pc); });
       });
 
   py::class_<MessageHandle, std::shared_ptr<MessageHandle>>(m, "Message")
