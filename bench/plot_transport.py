@@ -1,22 +1,25 @@
 #!/usr/bin/python3
-"""Plots ferry-bench-transport's JSON: ferry beside each reference.
+"""Plots ferry-bench-transport's JSON: ferry beside each of its references.
 
 One column per polling mode (busy, sleep); rows:
-  1. round-trip latency vs message size (median solid, p99 dotted; a batch
-     reference such as fi_pingpong has only a mean: crosses), log-log;
+  1. round-trip latency vs message size (median solid, p99 dotted), log-log;
   2. bandwidth vs message size (from the round trip solid, streaming
      dashed), log-log;
-  3. ferry/reference ratios vs size, one colour per reference (latency
-     circles, bandwidth squares; medians, or means for batch references),
-     with the targets as reference lines.
+  3. ferry / reference ratios vs size (one colour per reference; latency
+     circles, bandwidth squares), with the targets as reference lines.
+
+Reads schema 2 (any number of references: tcp has raw TCP; shm has the raw
+shm ring and TensorPipe's shm; fabric the raw libfabric floor and
+fi_pingpong) and schema 1 (ferry and raw TCP only). A batch reference
+(fi_pingpong: "batch": true) has only a mean: crosses, and ratios of means.
 
 Usage: plot_transport.py RESULTS.json OUT.png [--title TEXT]
                          [--latency-target 1.2] [--bandwidth-target 0.9]
-                         [--markdown]
---markdown also prints the figures as Markdown tables (what
-docs/benchmarks/README.md records), so the tables come from the same JSON.
-Reads schema 1 (ferry beside "raw" TCP) and schema 2 (references by id).
-Needs python3 and matplotlib (Debian: python3-matplotlib).
+                         [--latency-limit-us US] [--markdown]
+A target of 0 draws no line; --latency-limit-us draws an absolute latency
+line on the latency plots. --markdown also prints the figures as Markdown
+tables (what docs/benchmarks/README.md records), so the tables come from the
+same JSON. Needs python3 and matplotlib (Debian: python3-matplotlib).
 """
 import argparse
 import json
@@ -29,8 +32,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 FERRY = "tab:blue"
-REFERENCE_COLOURS = ["tab:gray", "tab:orange", "tab:green", "tab:purple",
-                     "tab:brown"]
+REFERENCE_COLORS = ["tab:gray", "tab:orange", "tab:green", "tab:purple",
+                    "tab:brown"]
 
 
 def size_label(n, _pos=None):
@@ -40,96 +43,99 @@ def size_label(n, _pos=None):
     return f"{n:g}"
 
 
-def upgrade(data):
-    """Schema 1 (one raw TCP floor) in schema 2's shape."""
+def normalise(data):
+    """Schema 1 had one reference, "raw" (raw TCP), and a flat "ratio"."""
     if data.get("schema_version", 1) >= 2:
         return data
+    data["references"] = [{"key": "raw", "label": "raw TCP",
+                           "measured": True}]
     for suite in data["suites"]:
-        suite["references"] = [{"id": "raw_tcp", "label": "raw TCP",
-                                "batch": False}]
         for r in suite["results"]:
-            r["references"] = {"raw_tcp": r.pop("raw")}
-            r["ratios"] = {"raw_tcp": r.pop("ratio")}
+            r["ratio"] = {"raw": r.get("ratio", {})}
     return data
 
 
-def get(value, *path):
+def measured(data):
+    return [r for r in data["references"] if r.get("measured", True)]
+
+
+def value_at(record, *path):
     for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-        if value is None:
+        record = record.get(key) if isinstance(record, dict) else None
+        if record is None:
             return None
-    return value
+    return record
 
 
 def series(results, side, *path):
-    """(sizes, values) of ferry (side None) or of reference `side`."""
     xs, ys = [], []
     for r in results:
-        base = r["ferry"] if side is None else r["references"].get(side, {})
-        value = get(base, *path)
-        if value is not None:
+        v = value_at(r.get(side), *path)
+        # A side not measured (--only) has zero medians: leave it out.
+        if v is not None and v > 0:
             xs.append(r["size"])
-            ys.append(value)
+            ys.append(v)
     return xs, ys
 
 
-def ratio_series(results, ref_id, key):
+def ratio_series(results, ref, key):
     xs, ys = [], []
     for r in results:
-        value = get(r, "ratios", ref_id, key)
-        if value is not None:
+        v = value_at(r["ratio"], ref, key)
+        if v is not None:
             xs.append(r["size"])
-            ys.append(value)
+            ys.append(v)
     return xs, ys
 
 
-def plot_side(lat, bw, results, side, colour, label, batch):
-    if batch:
-        x, mean = series(results, side, "rtt_ns", "mean")
-        lat.plot(x, [v / 1e3 for v in mean], "x--", color=colour,
-                 label=f"{label} mean")
-        x, rt = series(results, side, "bw_rtt_mean_Bps")
-        bw.plot(x, [v / 1e9 for v in rt], "x--", color=colour,
-                label=f"{label}, from mean round trip")
-        return
-    x, med = series(results, side, "rtt_ns", "median")
-    _, p99 = series(results, side, "rtt_ns", "p99")
-    lat.plot(x, [v / 1e3 for v in med], "o-", color=colour,
-             label=f"{label} median")
-    lat.plot(x, [v / 1e3 for v in p99], ":", color=colour,
-             label=f"{label} p99")
-    x, rt = series(results, side, "bw_rtt_Bps")
-    bw.plot(x, [v / 1e9 for v in rt], "o-", color=colour,
-            label=f"{label}, from round trip")
-    x, st = series(results, side, "stream_Bps", "median")
-    if x:
-        bw.plot(x, [v / 1e9 for v in st], "s--", color=colour,
-                label=f"{label}, streaming")
+def keys_for(ref):
+    """(latency statistic, bandwidth figure, latency ratio, bandwidth ratio):
+    medians for round-trip references, means for batch ones (fi_pingpong
+    reports only a mean, so ferry is compared with it mean to mean)."""
+    if ref.get("batch"):
+        return "mean", "bw_rtt_mean_Bps", "rtt_mean", "bw_rtt_mean"
+    return "median", "bw_rtt_Bps", "rtt_median", "bw_rtt"
 
 
-def plot_suite(axes, suite, plugin, colours, args):
+def plot_suite(axes, suite, plugin, refs, args):
     results = suite["results"]
     mode = suite["mode"]
     lat, bw, ratio = axes
+    sides = [("ferry", FERRY, plugin, {})] + [
+        (ref["key"], REFERENCE_COLORS[i % len(REFERENCE_COLORS)], ref["label"],
+         ref) for i, ref in enumerate(refs)]
 
-    plot_side(lat, bw, results, None, FERRY, plugin, False)
-    for ref in suite["references"]:
-        colour = colours[ref["id"]]
-        plot_side(lat, bw, results, ref["id"], colour, ref["label"],
-                  ref["batch"])
-        lat_key, bw_key = (("rtt_mean", "bw_rtt_mean") if ref["batch"]
-                           else ("rtt_median", "bw_rtt"))
-        basis = "means" if ref["batch"] else "medians"
-        x, r = ratio_series(results, ref["id"], lat_key)
-        ratio.plot(x, r, "o-", color=colour,
-                   label=f"latency / {ref['label']} ({basis})")
-        x, r = ratio_series(results, ref["id"], bw_key)
-        ratio.plot(x, r, "s--", color=colour,
-                   label=f"bandwidth / {ref['label']} ({basis})")
-        x, r = ratio_series(results, ref["id"], "bw_stream")
+    for side, color, label, ref in sides:
+        if ref.get("batch"):
+            x, mean = series(results, side, "rtt_ns", "mean")
+            lat.plot(x, [v / 1e3 for v in mean], "x--", color=color,
+                     label=f"{label} mean")
+            x, rt = series(results, side, "bw_rtt_mean_Bps")
+            bw.plot(x, [v / 1e9 for v in rt], "x--", color=color,
+                    label=f"{label}, from mean round trip")
+            continue
+        x, med = series(results, side, "rtt_ns", "median")
+        _, p99 = series(results, side, "rtt_ns", "p99")
+        lat.plot(x, [v / 1e3 for v in med], "o-", color=color,
+                 label=f"{label} median")
+        lat.plot(x, [v / 1e3 for v in p99], ":", color=color,
+                 label=f"{label} p99")
+        x, rt = series(results, side, "bw_rtt_Bps")
+        bw.plot(x, [v / 1e9 for v in rt], "o-", color=color,
+                label=f"{label}, from round trip")
+        x, st = series(results, side, "stream_Bps", "median")
         if x:
-            ratio.plot(x, r, "^:", color=colour,
-                       label=f"streaming / {ref['label']}")
+            bw.plot(x, [v / 1e9 for v in st], "s--", color=color,
+                    label=f"{label}, streaming")
+
+    for key, color, label, ref in sides[1:]:
+        _, _, lat_key, bw_key = keys_for(ref)
+        basis = " (means)" if ref.get("batch") else ""
+        x, r = ratio_series(results, key, lat_key)
+        ratio.plot(x, r, "o-", color=color, label=f"latency / {label}{basis}")
+        x, r = ratio_series(results, key, bw_key)
+        ratio.plot(x, r, "s--", color=color,
+                   label=f"bandwidth (round trip) / {label}{basis}")
     ratio.axhline(1.0, color="black", linewidth=0.8)
     if args.latency_target:
         ratio.axhline(args.latency_target, color="tab:red", linewidth=0.8,
@@ -139,12 +145,16 @@ def plot_suite(axes, suite, plugin, colours, args):
         ratio.axhline(args.bandwidth_target, color="tab:green", linewidth=0.8,
                       alpha=0.5, linestyle="-.",
                       label=f"bandwidth target >= {args.bandwidth_target:g}x")
+    if args.latency_limit_us:
+        lat.axhline(args.latency_limit_us, color="tab:red", linewidth=0.8,
+                    alpha=0.5, linestyle="-.",
+                    label=f"target <= {args.latency_limit_us:g} µs")
 
     lat.set_title(f"{mode} mode: round-trip latency")
     lat.set_ylabel("round trip (µs)")
     bw.set_title(f"{mode} mode: bandwidth")
     bw.set_ylabel("GB/s (1e9 B/s)")
-    ratio.set_title(f"{mode} mode: ferry / reference")
+    ratio.set_title(f"{mode} mode: {plugin} / reference")
     ratio.set_ylabel("ratio")
     for ax in axes:
         ax.set_xscale("log", base=2)
@@ -154,67 +164,61 @@ def plot_suite(axes, suite, plugin, colours, args):
         ax.legend(fontsize=6)
     lat.set_yscale("log")
     bw.set_yscale("log")
+    ratio.set_yscale("log")
 
 
-def fmt(value, scale=1.0, decimals=2):
-    return "-" if value is None else f"{value / scale:.{decimals}f}"
+def fmt(v, scale=1.0, digits=2):
+    return "-" if v is None or v == 0 else f"{v / scale:.{digits}f}"
 
 
 def markdown_tables(data):
+    refs = measured(data)
     out = []
     for suite in data["suites"]:
-        results = suite["results"]
         out.append(f"**{suite['mode']} mode** ({suite['mode_description']})\n")
-        out.append("ferry:\n")
-        out.append("| size | n | median µs | p99 µs | mean µs | rt bw MB/s "
-                   "| stream MB/s |")
-        out.append("|" + "---:|" * 7)
-        for r in results:
-            f = r["ferry"]
-            out.append(
-                f"| {size_label(r['size'])} | {r['iters']} "
-                f"| {fmt(get(f, 'rtt_ns', 'median'), 1e3)} "
-                f"| {fmt(get(f, 'rtt_ns', 'p99'), 1e3)} "
-                f"| {fmt(get(f, 'rtt_ns', 'mean'), 1e3)} "
-                f"| {fmt(f.get('bw_rtt_Bps'), 1e6, 1)} "
-                f"| {fmt(get(f, 'stream_Bps', 'median'), 1e6, 0)} |")
+        head = "| size | n | ferry median µs | ferry p99 µs |"
+        for ref in refs:
+            stat = keys_for(ref)[0]
+            head += (f" {ref['label']} {stat} µs | p99 µs "
+                     f"| ferry / {ref['label']} ({stat}) |")
+        out.append(head)
+        out.append("|" + "---:|" * (4 + 3 * len(refs)))
+        for r in suite["results"]:
+            row = (f"| {size_label(r['size'])} | {r['iters']} "
+                   f"| {fmt(value_at(r, 'ferry', 'rtt_ns', 'median'), 1e3)} "
+                   f"| {fmt(value_at(r, 'ferry', 'rtt_ns', 'p99'), 1e3)} |")
+            for ref in refs:
+                k = ref["key"]
+                stat, _, lat_key, _ = keys_for(ref)
+                row += (f" {fmt(value_at(r, k, 'rtt_ns', stat), 1e3)} "
+                        f"| {fmt(value_at(r, k, 'rtt_ns', 'p99'), 1e3)} "
+                        f"| {fmt(value_at(r['ratio'], k, lat_key))} |")
+            out.append(row)
         out.append("")
-        for ref in suite["references"]:
-            rid = ref["id"]
-            if ref["batch"]:
-                out.append(f"{ref['label']} (means only; ratios ferry mean / "
-                           "its mean):\n")
-                out.append("| size | mean µs | rt bw (mean) MB/s "
-                           "| ferry mean µs | latency ratio (means) "
-                           "| bandwidth ratio (means) |")
-                out.append("|" + "---:|" * 6)
-                for r in results:
-                    w = r["references"].get(rid, {})
-                    out.append(
-                        f"| {size_label(r['size'])} "
-                        f"| {fmt(get(w, 'rtt_ns', 'mean'), 1e3)} "
-                        f"| {fmt(w.get('bw_rtt_mean_Bps'), 1e6, 1)} "
-                        f"| {fmt(get(r, 'ferry', 'rtt_ns', 'mean'), 1e3)} "
-                        f"| {fmt(get(r, 'ratios', rid, 'rtt_mean'))} "
-                        f"| {fmt(get(r, 'ratios', rid, 'bw_rtt_mean'))} |")
-            else:
-                out.append(f"{ref['label']} (ratios ferry / it):\n")
-                out.append("| size | median µs | p99 µs | rt bw MB/s "
-                           "| stream MB/s | latency ratio (median) "
-                           "| rt bw ratio | stream ratio |")
-                out.append("|" + "---:|" * 8)
-                for r in results:
-                    w = r["references"].get(rid, {})
-                    out.append(
-                        f"| {size_label(r['size'])} "
-                        f"| {fmt(get(w, 'rtt_ns', 'median'), 1e3)} "
-                        f"| {fmt(get(w, 'rtt_ns', 'p99'), 1e3)} "
-                        f"| {fmt(w.get('bw_rtt_Bps'), 1e6, 1)} "
-                        f"| {fmt(get(w, 'stream_Bps', 'median'), 1e6, 0)} "
-                        f"| {fmt(get(r, 'ratios', rid, 'rtt_median'))} "
-                        f"| {fmt(get(r, 'ratios', rid, 'bw_rtt'))} "
-                        f"| {fmt(get(r, 'ratios', rid, 'bw_stream'))} |")
-            out.append("")
+        head = "| size | ferry rt MB/s |"
+        for ref in refs:
+            head += f" {ref['label']} rt MB/s | ferry / {ref['label']} |"
+        head += " ferry stream MB/s |"
+        for ref in refs:
+            head += f" {ref['label']} stream MB/s | ferry / {ref['label']} |"
+        out.append(head)
+        out.append("|" + "---:|" * (3 + 4 * len(refs)))
+        for r in suite["results"]:
+            row = (f"| {size_label(r['size'])} "
+                   f"| {fmt(value_at(r, 'ferry', 'bw_rtt_Bps'), 1e6, 0)} |")
+            for ref in refs:
+                k = ref["key"]
+                _, bw_figure, _, bw_key = keys_for(ref)
+                row += (f" {fmt(value_at(r, k, bw_figure), 1e6, 0)} "
+                        f"| {fmt(value_at(r['ratio'], k, bw_key))} |")
+            row += (f" {fmt(value_at(r, 'ferry', 'stream_Bps', 'median'), 1e6, 0)}"
+                    " |")
+            for ref in refs:
+                k = ref["key"]
+                row += (f" {fmt(value_at(r, k, 'stream_Bps', 'median'), 1e6, 0)} "
+                        f"| {fmt(value_at(r['ratio'], k, 'bw_stream'))} |")
+            out.append(row)
+        out.append("")
     return "\n".join(out)
 
 
@@ -225,38 +229,30 @@ def main(argv):
     parser.add_argument("--title")
     parser.add_argument("--latency-target", type=float, default=1.2)
     parser.add_argument("--bandwidth-target", type=float, default=0.9)
+    parser.add_argument("--latency-limit-us", type=float, default=0)
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
 
     with open(args.json) as f:
-        data = upgrade(json.load(f))
+        data = normalise(json.load(f))
     suites = data["suites"]
     if not suites:
         sys.exit(f"{args.json}: no suites to plot")
     plugin = f'ferry {data["plugin"]["name"]} {data["plugin"]["version"]}'
-    provider = get(data, "method", "fabric_provider")
-    if provider:
-        plugin += f" ({provider})"
+    refs = measured(data)
 
-    # One colour per reference in every column (a mode may lack one).
-    colours, labels = {}, []
-    for suite in suites:
-        for ref in suite["references"]:
-            if ref["id"] not in colours:
-                colours[ref["id"]] = REFERENCE_COLOURS[
-                    len(colours) % len(REFERENCE_COLOURS)]
-                labels.append(ref["label"])
-    fig, grid = plt.subplots(3, len(suites), figsize=(6.5 * len(suites), 14),
+    fig, grid = plt.subplots(3, len(suites), figsize=(7.5 * len(suites), 15),
                              squeeze=False)
     for col, suite in enumerate(suites):
-        plot_suite([grid[row][col] for row in range(3)], suite, plugin,
-                   colours, args)
+        plot_suite([grid[row][col] for row in range(3)], suite, plugin, refs,
+                   args)
     m = data["machine"]
+    against = ", ".join(r["label"] for r in refs)
     title = args.title or (
-        f"ferry-bench-transport: {plugin} vs {', '.join(labels) or 'nothing'}, "
+        f"ferry-bench-transport: {plugin} vs {against}, "
         f"{m['nproc']} x {m['cpu_model']}, {m['kernel'].split(' ')[1]}, "
         f"{data['date_utc'][:10]}")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(args.png, dpi=110)
     print(f"wrote {args.png}")

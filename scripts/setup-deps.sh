@@ -12,8 +12,12 @@ packages=(
   libgtest-dev libgmock-dev # conformance suite and unit tests
   libbenchmark-dev
   libfabric-dev libfabric-bin # fabric plugin (skipped without it) and fi_pingpong
+  libtensorpipe-dev         # bench: TensorPipe's shm transport beside the shm plugin
   binutils                  # nm, to check plugins export one symbol
   iproute2 procps           # ip netns, ps/kill in process tests
+  python3 python3-dev pybind11-dev     # Python bindings (bindings/python)
+  python3-numpy python3-pytest python3-torch python3-venv python3-pip
+  python3-setuptools        # pip install of the bindings, offline
 )
 if [ "${FERRY_SETUP_PLOT:-0}" = 1 ]; then
   packages+=(python3 python3-matplotlib)

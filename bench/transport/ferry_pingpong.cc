@@ -38,6 +38,11 @@ StatusOr<std::unique_ptr<FerryPingPong>> FerryPingPong::Open(
   // The in-process setting wins over FERRY_<PLUGIN>_BUSY_POLL: the report's
   // mode label must be what actually ran.
   SetPluginParam(plugin->name(), "busy_poll", busy ? "1" : "0");
+  // Sleep mode means each side blocks as soon as it has nothing to do, as
+  // every reference does; a plugin that would spin first in its adaptive
+  // mode (shm's spin_us) is told not to, or a 64-byte "sleeping" round trip
+  // would be a spinning one. Plugins without the parameter never read it.
+  if (!busy) SetPluginParam(plugin->name(), "spin_us", "0");
   auto transport = Transport::Open(std::move(plugin),
                                    busy ? FERRY_INIT_BUSY_POLL : 0u,
                                    busy ? "bench-busy" : "bench-sleep");

@@ -9,7 +9,8 @@
 //    as the ABI prescribes;
 //  - busy mode spins on progress(); sleep mode calls progress() and, when it
 //    returned nothing, blocks in poll() on the plugin's wakeup fd (or backs
-//    off when the plugin has none, as the core does).
+//    off when the plugin has none, as the core does); a plugin's own spin
+//    before sleeping (shm's spin_us) is turned off.
 #pragma once
 
 #include "common/status.h"
@@ -33,8 +34,9 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
  public:
   // Opens a context of `plugin` in `mode` (busy: FERRY_INIT_BUSY_POLL and the
   // plugin's busy_poll parameter set to 1; sleep: the parameter set to 0, so
-  // an inherited FERRY_<PLUGIN>_BUSY_POLL cannot mislabel the run) and
-  // registers every buffer of `buffers` (borrowed for the object's life).
+  // an inherited FERRY_<PLUGIN>_BUSY_POLL cannot mislabel the run, and
+  // spin_us to 0) and registers every buffer of `buffers` (borrowed for the
+  // object's life).
   static StatusOr<std::unique_ptr<FerryPingPong>> Open(
       std::shared_ptr<const Plugin> plugin, PollMode mode, BufferSet* buffers);
   ~FerryPingPong() override;

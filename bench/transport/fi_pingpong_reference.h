@@ -13,7 +13,10 @@
 // up the connection (40-120 ms here). So each measurement is two runs: one
 // of `warmup` iterations and one of `warmup + iters`, and the mean round
 // trip is the difference of their elapsed times divided by `iters`: what
-// remains is steady state, the way the other columns are measured. The
+// remains is steady state, the way the other columns are measured. When
+// that difference lasted under 2 s, one longer run (about 2 s, at most 20x
+// the count) replaces the long one, so that the set-up's variation (tens of
+// ms) stays around 1% of it. The
 // client decides each run's iteration count and sends it to the server over
 // the control channel, with the port coming back.
 //

@@ -1,6 +1,7 @@
 // ferry-bench-transport: round-trip latency and bandwidth of a transport
-// plugin, side by side in one run with references: raw floors written for
-// the benchmark (TCP, libfabric) and libfabric's own fi_pingpong.
+// plugin, side by side in one run with the references for that plugin
+// (reference.h): a raw floor written for the benchmark, and other libraries'
+// transports where the machine has them.
 //
 // Why a custom harness and not Google Benchmark (which is installed): what is
 // measured here is a two-process exchange, and Google Benchmark is built
@@ -17,13 +18,16 @@
 //   options.*           command line, and the peer's copy of it
 //   plan.*              sizes -> warm-up, timed iterations, streaming bursts
 //   peer_process.*      exec the peer, pin both processes, control channel
-//   buffers.*           pre-faulted buffers shared by both implementations
-//   references.*        the references by id, their set-up, per-plugin sets
-//   raw_tcp_pingpong.*  the raw TCP floor
-//   raw_fabric_*        the raw libfabric floor (endpoint, ping-pong)
-//   fi_pingpong_reference.*, external_program.*  libfabric's fi_pingpong
+//   buffers.*           pre-faulted buffers shared by every implementation
+//   reference*.*        which references a plugin is measured against
+//   raw_tcp_pingpong.*  the raw TCP floor (tcp, and plugins without their own)
+//   raw_shm_pingpong.*  the raw shared-memory ring floor (shm)
+//   tensorpipe_pingpong.*  TensorPipe's shm transport (shm; when installed)
+//   fabric_references.* the fabric plugin's: raw_fabric_* (a raw libfabric
+//                       floor), fi_pingpong_reference.* + external_program.*
+//                       (libfabric's fi_pingpong, a batch reference)
 //   ferry_pingpong.*    the same exchanges through the loader + Transport
-//   measure.*           the single timing loop both go through
+//   measure.*           the single timing loop they all go through
 //   stats.*             median / p99
 //   report.*            table and JSON; machine_info.* what it ran on
 #include "loader/plugin_loader.h"
@@ -34,7 +38,8 @@
 #include "transport/options.h"
 #include "transport/peer_process.h"
 #include "transport/plan.h"
-#include "transport/references.h"
+#include "transport/fabric_references.h"
+#include "transport/reference.h"
 #include "transport/report.h"
 
 #include <signal.h>
@@ -44,6 +49,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -94,47 +100,151 @@ StatusOr<std::shared_ptr<const Plugin>> LoadPlugin(const std::string& name) {
 }
 
 // --------------------------------------------------------------------------
-// The peer: echoes the client's schedule, one suite per mode.
+// Passes: what is set up, measured and torn down together. The first pass
+// holds ferry and every reference that can share the machine with it (their
+// rounds alternate, size by size); each `isolated` reference gets a pass of
+// its own after it. Both processes derive the same passes from the same
+// options and plugin.
 // --------------------------------------------------------------------------
-Status ServeSuite(const Options& o, const std::vector<SizePlan>& plan,
-                  std::shared_ptr<const Plugin> plugin, PollMode mode,
-                  BufferSet* buffers, ControlChannel* control) {
-  const ReferenceContext context{&o, mode, buffers, control};
-  std::vector<std::unique_ptr<ReferenceServer>> refs;
-  std::string ready_refs;
-  for (const std::string& id : ReferencesFor(o, mode)) {
-    auto ref = OpenReferenceServer(id, context);
-    if (!ref.ok()) return ref.status();
-    ready_refs += " " + ref.value()->address();
-    refs.push_back(std::move(ref).value());
+struct Pass {
+  bool ferry = false;
+  std::vector<size_t> references;  // indices into ReferenceSet::measured
+};
+
+std::vector<Pass> PlanPasses(const ReferenceSet& refs, const Options& o) {
+  auto wanted = [&](const std::string& key) {
+    return o.only.empty() || o.only == key;
+  };
+  std::vector<Pass> passes(1);
+  passes[0].ferry = wanted("ferry");
+  for (size_t i = 0; i < refs.measured.size(); ++i) {
+    const ReferenceInfo& info = refs.measured[i]->info();
+    if (!wanted(info.key)) continue;
+    if (info.isolated) {
+      passes.push_back(Pass{false, {i}});
+    } else {
+      passes[0].references.push_back(i);
+    }
   }
-  auto ferry = FerryPingPong::Open(plugin, mode, buffers);
-  if (!ferry.ok()) return ferry.status();
-  auto ferry_address = ferry.value()->Listen(
-      o.listen_given ? o.listen
-                     : plugin->name() == "tcp" ? "127.0.0.1:0" : "");
-  if (!ferry_address.ok()) return ferry_address.status();
-  Status st = control->Send("READY " + ferry_address.value() + ready_refs);
-  if (!st.ok()) return st;
-  // In the order the client connects: the references, then ferry.
-  std::vector<ServerSide> sides;
-  for (auto& ref : refs) {
-    st = ref->Accept(kSetupTimeoutMs);
+  if (!passes[0].ferry && passes[0].references.empty()) {
+    passes.erase(passes.begin());
+  }
+  return passes;
+}
+
+std::string PassLabel(const Pass& pass, const ReferenceSet& refs) {
+  std::string out;
+  for (size_t i : pass.references) {
+    out += (out.empty() ? "" : "+") + refs.measured[i]->info().key;
+  }
+  if (pass.ferry) out += out.empty() ? "ferry" : "+ferry";
+  return out;
+}
+
+// "READY key=address ..." -> address by key.
+StatusOr<std::map<std::string, std::string>> ParseReady(
+    const std::string& line) {
+  std::istringstream words(line);
+  std::string tag, word;
+  words >> tag;
+  std::map<std::string, std::string> out;
+  while (words >> word) {
+    const size_t eq = word.find('=');
+    if (eq == std::string::npos) break;
+    out[word.substr(0, eq)] = word.substr(eq + 1);
+  }
+  if (tag != "READY") {
+    return Status(FERRY_INTERNAL,
+                  "unexpected control message from the peer: '" + line + "'");
+  }
+  return out;
+}
+
+Status CheckAddress(const std::string& key, const std::string& address) {
+  if (!address.empty() &&
+      address.find_first_of(" \t\n") == std::string::npos) {
+    return Status();
+  }
+  return Status(FERRY_INTERNAL, key + "'s listen address '" + address +
+                                    "' cannot travel in a control line");
+}
+
+// --------------------------------------------------------------------------
+// The peer: echoes the client's schedule, pass by pass, one suite per mode.
+// --------------------------------------------------------------------------
+Status ServePass(const Options& o, const std::vector<SizePlan>& plan,
+                 std::shared_ptr<const Plugin> plugin, PollMode mode,
+                 const ReferenceSet& refs, const Pass& pass,
+                 BufferSet* buffers, ControlChannel* control) {
+  std::string ready = "READY";
+  std::vector<std::unique_ptr<ReferenceListener>> listeners;
+  std::vector<std::unique_ptr<BatchPingPongServer>> batches;
+  for (size_t i : pass.references) {
+    const std::string& key = refs.measured[i]->info().key;
+    if (refs.measured[i]->info().batch) {
+      // Set up per run over the control channel; busy mode only (it spins).
+      listeners.push_back(nullptr);
+      if (mode != PollMode::kBusy) continue;
+      auto batch = refs.measured[i]->ListenBatch(control);
+      if (!batch.ok()) return batch.status();
+      batches.push_back(std::move(batch).value());
+      continue;
+    }
+    auto listener = refs.measured[i]->Listen(mode, buffers);
+    if (!listener.ok()) return listener.status();
+    Status st = CheckAddress(key, listener.value()->address());
     if (!st.ok()) return st;
-    sides.push_back(o.only == "ferry" ? ServerSide() : ref->side());
+    ready += " " + key + "=" + listener.value()->address();
+    listeners.push_back(std::move(listener).value());
   }
-  st = ferry.value()->Accept(kSetupTimeoutMs);
+  std::unique_ptr<FerryPingPong> ferry;
+  if (pass.ferry) {
+    auto opened = FerryPingPong::Open(plugin, mode, buffers);
+    if (!opened.ok()) return opened.status();
+    ferry = std::move(opened).value();
+    auto address = ferry->Listen(
+        o.listen_given ? o.listen
+                       : plugin->name() == "tcp" ? "127.0.0.1:0" : "");
+    if (!address.ok()) return address.status();
+    Status st = CheckAddress("ferry", address.value());
+    if (!st.ok()) return st;
+    ready += " ferry=" + address.value();
+  }
+  Status st = control->Send(ready);
+  if (!st.ok()) return st;
+  // The client connects everything before it waits for anything, so
+  // accepting in this order never waits on a connection not yet made.
+  std::vector<std::unique_ptr<PingPongServer>> servers;
+  std::vector<PingPongServer*> sides;
+  std::vector<BatchPingPongServer*> batch_sides;
+  for (auto& b : batches) batch_sides.push_back(b.get());
+  for (auto& listener : listeners) {
+    if (listener == nullptr) {  // a batch reference keeps its place
+      sides.push_back(nullptr);
+      continue;
+    }
+    auto server = listener->Accept(kSetupTimeoutMs);
+    if (!server.ok()) return server.status();
+    sides.push_back(server.value().get());
+    servers.push_back(std::move(server).value());
+  }
+  if (ferry) {
+    st = ferry->Accept(kSetupTimeoutMs);
+    if (!st.ok()) return st;
+    sides.push_back(ferry.get());
+  }
   for (size_t i = 0; st.ok() && i < plan.size(); ++i) {
-    st = ServeSize(plan[i], o.window, i,
-                   o.only == "raw" ? nullptr : ferry.value().get(), sides);
+    st = ServeSize(plan[i], o.window, i, sides, batch_sides);
   }
   if (!st.ok()) return st;
   // Close only once the client has consumed the last reply: a close racing
   // the final echo would show up on the client as a broken connection.
   auto finished = control->Receive(kSetupTimeoutMs);
   if (!finished.ok()) return finished.status();
-  st = ferry.value()->Close(kSetupTimeoutMs);
-  if (!st.ok()) return st;
+  if (ferry) {
+    st = ferry->Close(kSetupTimeoutMs);
+    if (!st.ok()) return st;
+  }
   return control->Send("DONE");
 }
 
@@ -151,15 +261,19 @@ int RunPeer(const Options& parsed) {
   }
   auto plugin = LoadPlugin(o.plugin);
   if (!plugin.ok()) return Fail(plugin.status());
-  Status resolved = ResolveReferences(plugin.value()->name(), &o);
+  Status resolved = ResolveFabricProvider(plugin.value()->name(), &o);
   if (!resolved.ok()) return Fail(resolved);
+  const ReferenceSet refs = ReferencesFor(plugin.value()->name(), o);
+  const std::vector<Pass> passes = PlanPasses(refs, o);
   const std::vector<SizePlan> plan = BuildPlan(o);
   auto buffers = AllocatePeerBuffers(MaxSize(plan), o.stream ? o.window : 1);
   if (!buffers.ok()) return Fail(buffers.status());
   for (PollMode mode : o.modes) {
-    Status st = ServeSuite(o, plan, plugin.value(), mode, &buffers.value(),
-                           &control);
-    if (!st.ok()) return Fail(st);
+    for (const Pass& pass : passes) {
+      Status st = ServePass(o, plan, plugin.value(), mode, refs, pass,
+                            &buffers.value(), &control);
+      if (!st.ok()) return Fail(st);
+    }
   }
   return 0;
 }
@@ -167,97 +281,120 @@ int RunPeer(const Options& parsed) {
 // --------------------------------------------------------------------------
 // The client: connects to the peer's listeners and times everything.
 // --------------------------------------------------------------------------
-Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
-                std::shared_ptr<const Plugin> plugin, PollMode mode,
-                BufferSet* buffers, ControlChannel* control,
-                SuiteResult* out) {
-  out->mode = mode;
+Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
+               std::shared_ptr<const Plugin> plugin, PollMode mode,
+               const ReferenceSet& refs, const Pass& pass,
+               BufferSet* buffers, ControlChannel* control,
+               SuiteResult* out) {
   // The peer's "READY" may take a while the first time: it pre-faults its
   // buffers (hundreds of MiB with the default sizes).
   auto ready = control->Receive(4 * kSetupTimeoutMs);
   if (!ready.ok()) return ready.status();
-  std::istringstream words(ready.value());
-  std::string tag, ferry_address;
-  words >> tag >> ferry_address;
-  std::vector<std::string> ref_addresses;
-  for (std::string a; words >> a;) ref_addresses.push_back(a);
-  const std::vector<std::string> ids = ReferencesFor(o, mode);
-  if (tag != "READY" || ferry_address.empty() ||
-      ref_addresses.size() != ids.size()) {
-    return Status(FERRY_INTERNAL, "unexpected control message from the peer: '" +
-                                      ready.value() + "'");
-  }
-  const ReferenceContext context{&o, mode, buffers, control};
-  std::vector<std::unique_ptr<ReferenceClient>> refs;
-  std::vector<ClientSide> sides;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto ref = ConnectReferenceClient(ids[i], context, ref_addresses[i],
-                                      kSetupTimeoutMs);
-    if (!ref.ok()) return ref.status();
-    out->references.push_back(DescribeReference(ids[i], o));
-    out->reference_details.push_back(ref.value()->detail());
-    sides.push_back(ref.value()->side());
-    if (o.only == "ferry") sides.back() = ClientSide();
-    refs.push_back(std::move(ref).value());
-  }
-  auto ferry = FerryPingPong::Open(plugin, mode, buffers);
-  if (!ferry.ok()) return ferry.status();
-  Status st = ferry.value()->Connect(ferry_address, kSetupTimeoutMs);
-  if (!st.ok()) return st;
+  auto addresses = ParseReady(ready.value());
+  if (!addresses.ok()) return addresses.status();
+  auto address_of = [&](const std::string& key) -> StatusOr<std::string> {
+    auto it = addresses.value().find(key);
+    if (it == addresses.value().end()) {
+      return Status(FERRY_INTERNAL, "the peer's '" + ready.value() +
+                                        "' has no address for " + key);
+    }
+    return it->second;
+  };
 
-  const Transport& t = ferry.value()->transport();
-  out->caps = t.info().caps;
-  out->description = t.description();
-  out->wakeup_fd = t.info().wakeup_fd >= 0;
-  out->registered = ferry.value()->registered();
-  out->max_inline_size = t.info().max_inline_size;
-  if (mode == PollMode::kSleep && t.HasCap(FERRY_CAP_BUSY_POLL)) {
-    std::fprintf(stderr,
-                 "warning: the plugin reports busy-poll in sleep mode; the "
-                 "sleep figures are busy-poll figures\n");
+  std::vector<std::unique_ptr<PingPongClient>> clients;
+  std::vector<std::unique_ptr<BatchPingPongClient>> batches;
+  std::vector<Contender> contenders;
+  for (size_t i : pass.references) {
+    const ReferenceInfo& info = refs.measured[i]->info();
+    if (info.batch) {
+      // Keeps its place; measured in busy mode only (it spins).
+      contenders.push_back({info.label.c_str(), nullptr, nullptr});
+      if (mode != PollMode::kBusy) continue;
+      auto batch = refs.measured[i]->ConnectBatch(control);
+      if (!batch.ok()) return batch.status();
+      batches.push_back(std::move(batch).value());
+      contenders.back().batch = batches.back().get();
+      continue;
+    }
+    auto address = address_of(info.key);
+    if (!address.ok()) return address.status();
+    auto client = refs.measured[i]->Connect(address.value(), mode, buffers);
+    if (!client.ok()) return client.status();
+    clients.push_back(std::move(client).value());
+    contenders.push_back({info.label.c_str(), clients.back().get(), nullptr});
+  }
+  std::unique_ptr<FerryPingPong> ferry;
+  if (pass.ferry) {
+    auto address = address_of("ferry");
+    if (!address.ok()) return address.status();
+    auto opened = FerryPingPong::Open(plugin, mode, buffers);
+    if (!opened.ok()) return opened.status();
+    ferry = std::move(opened).value();
+    Status st = ferry->Connect(address.value(), kSetupTimeoutMs);
+    if (!st.ok()) return st;
+    const Transport& t = ferry->transport();
+    out->caps = t.info().caps;
+    out->description = t.description();
+    out->wakeup_fd = t.info().wakeup_fd >= 0;
+    out->registered = ferry->registered();
+    out->max_inline_size = t.info().max_inline_size;
+    if (mode == PollMode::kSleep && t.HasCap(FERRY_CAP_BUSY_POLL)) {
+      std::fprintf(stderr,
+                   "warning: the plugin reports busy-poll in sleep mode; the "
+                   "sleep figures are busy-poll figures\n");
+    }
+    contenders.push_back({"ferry", ferry.get(), nullptr});
   }
 
-  out->loadavg_before = LoadAverage();
+  PassResult record;
+  record.label = PassLabel(pass, refs);
+  record.loadavg_before = LoadAverage();
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
-    SizeResult r;
-    st = MeasureSize(plan[i], o.window, i,
-                     o.only == "raw" ? nullptr : ferry.value().get(), sides,
-                     buffers, &r);
+    SizeResult& r = out->sizes[i];
+    for (size_t k = 0; k < pass.references.size(); ++k) {
+      contenders[k].result = &r.references[pass.references[k]];
+    }
+    if (ferry) contenders.back().result = &r.ferry;
+    Status st = MeasureSize(plan[i], o.window, i, contenders, buffers);
     if (!st.ok()) {
       return Status(st.code(), "mode " + std::string(PollModeName(mode)) +
                                    ", size " + FormatSize(plan[i].size) +
                                    ": " + st.message());
     }
-    out->sizes.push_back(r);
   }
-  out->seconds = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count();
-  out->loadavg_after = LoadAverage();
+  record.seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count();
+  record.loadavg_after = LoadAverage();
+  out->passes.push_back(record);
   // Orderly shutdown: this side says FINISHED once it has every reply; the
   // peer then closes its end and says DONE; only then does this side close.
   // Neither side ever sees the other's close while it still expects data.
-  st = control->Send("FINISHED");
+  Status st = control->Send("FINISHED");
   if (!st.ok()) return st;
   auto done = control->Receive(kSetupTimeoutMs);
   if (!done.ok()) return done.status();
-  return ferry.value()->Close(kSetupTimeoutMs);
+  return ferry ? ferry->Close(kSetupTimeoutMs) : Status();
 }
 
-void PrintSummary(const std::vector<SuiteResult>& suites) {
-  std::printf("\nsummary, ferry / each reference (latency: lower is better for "
-              "ferry; bandwidth: higher):\n");
-  for (const SuiteResult& s : suites) {
-    const SizeResult& small = s.sizes.front();
-    const SizeResult& large = s.sizes.back();
-    for (size_t k = 0; k < s.references.size(); ++k) {
-      std::printf("  %-5s vs %s: ", PollModeName(s.mode),
-                  s.references[k].label.c_str());
-      PrintRatioSummary(stdout, s.references[k], small, large, k);
-      std::printf("\n");
-    }
+Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
+                std::shared_ptr<const Plugin> plugin, PollMode mode,
+                const ReferenceSet& refs, const std::vector<Pass>& passes,
+                BufferSet* buffers, ControlChannel* control,
+                SuiteResult* out) {
+  out->mode = mode;
+  out->sizes.resize(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    out->sizes[i].plan = plan[i];
+    out->sizes[i].references.resize(refs.measured.size());
   }
+  for (const Pass& pass : passes) {
+    Status st = RunPass(o, plan, plugin, mode, refs, pass, buffers, control,
+                        out);
+    if (!st.ok()) return st;
+  }
+  return Status();
 }
 
 int RunBenchmark(const Options& parsed, const std::string& command) {
@@ -281,9 +418,25 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
   auto plugin = LoadPlugin(o.plugin);
   if (!plugin.ok()) return Fail(plugin.status());
   const Plugin& p = *plugin.value();
-  // Before the peer starts: it gets the resolved list and provider.
-  Status resolved = ResolveReferences(p.name(), &o);
+  // Before the peer starts: it gets the provider in its arguments.
+  Status resolved = ResolveFabricProvider(p.name(), &o);
   if (!resolved.ok()) return Fail(resolved);
+  const ReferenceSet refs = ReferencesFor(p.name(), o);
+  if (!o.only.empty() && o.only != "ferry") {
+    bool known = false;
+    std::string keys = "ferry";
+    for (const auto& r : refs.measured) {
+      known = known || r->info().key == o.only;
+      keys += ", " + r->info().key;
+    }
+    if (!known) {
+      return Fail(Status(FERRY_INVALID_ARGUMENT,
+                         "--only " + o.only + ": the " + p.name() +
+                             " plugin is measured against no such reference "
+                             "(this build has: " + keys + ")"));
+    }
+  }
+  const std::vector<Pass> passes = PlanPasses(refs, o);
 
   const std::vector<SizePlan> plan = BuildPlan(o);
   auto buffers = AllocateClientBuffers(MaxSize(plan));
@@ -302,13 +455,15 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
   run.abi_major = p.abi_major();
   run.abi_minor = p.abi_minor();
   run.pinned = o.pin;
+  for (const auto& r : refs.measured) run.references.push_back(r->info());
+  run.skipped = refs.skipped;
   PrintHeader(stdout, run);
 
   std::vector<SuiteResult> suites;
   for (PollMode mode : o.modes) {
     SuiteResult s;
-    Status st = RunSuite(o, plan, plugin.value(), mode, &buffers.value(),
-                         &peer.value()->control(), &s);
+    Status st = RunSuite(o, plan, plugin.value(), mode, refs, passes,
+                         &buffers.value(), &peer.value()->control(), &s);
     if (!st.ok()) {
       // The peer's own message (if it failed first) is already on stderr.
       Fail(st);
@@ -321,7 +476,7 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
   }
   Status st = peer.value()->Wait(kSetupTimeoutMs);
   if (!st.ok()) return Fail(st);
-  if (o.only.empty() && !o.references.empty()) PrintSummary(suites);
+  if (o.only.empty()) PrintSummary(stdout, run, suites);
   if (!o.json_path.empty()) {
     st = WriteJson(o.json_path, run, suites);
     if (!st.ok()) return Fail(st);

@@ -2,7 +2,6 @@
 
 #include <sys/resource.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -33,13 +32,13 @@ CpuTime ProcessCpuTime() {
 struct Accumulator {
   PingPongClient* impl = nullptr;
   BatchPingPongClient* batch = nullptr;
+  BatchResult batch_result;
   ImplResult* result = nullptr;
-  std::string label;
+  const char* label = "";
   std::vector<double> rtt_ns;
   std::vector<double> stream_Bps;
   LoopCounters counters;
   CpuTime cpu{0, 0};
-  BatchResult batch_result;
 };
 
 // `warmup` untimed round trips, then `iters` timed one by one; the echo is
@@ -67,7 +66,7 @@ Status RoundTrips(const SizePlan& p, uint32_t iters, BufferSet* buffers,
   const LoopCounters after = acc->impl->counters();
   if (std::memcmp(buffers->send->data(), buffers->recv[0]->data(), p.size) !=
       0) {
-    return Status(FERRY_DATA_LOSS, acc->label + ": the " +
+    return Status(FERRY_DATA_LOSS, std::string(acc->label) + ": the " +
                                        std::to_string(p.size) +
                                        "-byte echo differs from what was sent");
   }
@@ -121,11 +120,10 @@ void Finish(const SizePlan& p, Accumulator* acc) {
   out->sys_ns_per_rt = acc->cpu.sys_ns / n;
 }
 
-// The k-th implementation to run in round `round` of size `index`, of `n`
-// round-trip implementations: the order rotates, so none always inherits
-// another's warm caches or TCP state. With one reference and ferry this is
-// the alternation raw, ferry / ferry, raw. The peer computes the same order.
-size_t Turn(size_t index, uint32_t round, size_t k, size_t n) {
+// Which implementation goes first in round `round` of size `index`: it
+// rotates, so none always inherits another's warm caches or TCP state. The
+// peer computes the same order.
+size_t Nth(size_t index, uint32_t round, size_t k, size_t n) {
   return (index + round + k) % n;
 }
 
@@ -134,111 +132,61 @@ size_t Turn(size_t index, uint32_t round, size_t k, size_t n) {
 // as it hits the others on average.
 uint32_t BatchRound(const SizePlan& p) { return (p.rounds - 1) / 2; }
 
-// Timed round trips for a batch reference: the plan's count, or more, so
-// that the batch lasts at least kMinBatchSeconds at the pace of the fastest
-// implementation measured so far in this size. A batch is one block of
-// time around a fixed start-up cost that varies (fi_pingpong on
-// tcp;ofi_rxm: 40-120 ms of connection set-up, subtracted with a second
-// run): the longer the batch, the smaller that variation's share.
-constexpr double kMinBatchSeconds = 2.0;
-constexpr uint32_t kMaxBatchFactor = 20;
-
-uint32_t BatchIters(const SizePlan& p, const std::vector<Accumulator>& rt) {
-  double fastest_ns = 0;
-  for (const Accumulator& a : rt) {
-    if (a.rtt_ns.empty()) continue;
-    std::vector<double> copy = a.rtt_ns;
-    auto mid = copy.begin() + static_cast<std::ptrdiff_t>(copy.size() / 2);
-    std::nth_element(copy.begin(), mid, copy.end());
-    if (fastest_ns == 0 || *mid < fastest_ns) fastest_ns = *mid;
-  }
-  if (fastest_ns <= 0) return p.iters;
-  const double wanted = kMinBatchSeconds * 1e9 / fastest_ns;
-  const double capped =
-      std::min(wanted, static_cast<double>(p.iters) * kMaxBatchFactor);
-  return std::max(p.iters, static_cast<uint32_t>(capped));
-}
-
 }  // namespace
 
 Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
-                   PingPongClient* ferry, const std::vector<ClientSide>& refs,
-                   BufferSet* buffers, SizeResult* out) {
-  out->plan = p;
-  out->refs.assign(refs.size(), ImplResult());
-  // Round-trip implementations in rotation order: the references, then
-  // ferry; batch references apart.
-  std::vector<Accumulator> rt;
-  std::vector<Accumulator> batch;
-  for (size_t i = 0; i < refs.size(); ++i) {
-    Accumulator a;
-    a.label = refs[i].label;
-    a.result = &out->refs[i];
-    if (refs[i].batch != nullptr) {
-      a.batch = refs[i].batch;
-      batch.push_back(std::move(a));
-    } else {
-      a.impl = refs[i].pingpong;  // null with --only ferry
-      rt.push_back(std::move(a));
-    }
+                   const std::vector<Contender>& contenders,
+                   BufferSet* buffers) {
+  const size_t n = contenders.size();
+  std::vector<Accumulator> sides(n);
+  for (size_t i = 0; i < n; ++i) {
+    sides[i].impl = contenders[i].client;
+    sides[i].batch = contenders[i].batch;
+    sides[i].result = contenders[i].result;
+    sides[i].label = contenders[i].label;
+    sides[i].rtt_ns.reserve(p.iters);
   }
-  {
-    Accumulator a;
-    a.label = "ferry";
-    a.impl = ferry;
-    a.result = &out->ferry;
-    rt.push_back(std::move(a));
-  }
-  for (Accumulator& a : rt) a.rtt_ns.reserve(p.iters);
   for (uint32_t round = 0; round < p.rounds; ++round) {
-    for (size_t k = 0; k < rt.size(); ++k) {
-      Accumulator& a = rt[Turn(index, round, k, rt.size())];
-      if (a.impl == nullptr) continue;  // --only
+    for (size_t k = 0; k < n; ++k) {
+      Accumulator& a = sides[Nth(index, round, k, n)];
+      if (a.impl == nullptr) continue;  // --only, or a batch reference
       Status st = RoundTrips(p, ItersInRound(p, round), buffers, &a);
       if (!st.ok()) return st;
     }
     if (round != BatchRound(p)) continue;
-    const uint32_t batch_iters = BatchIters(p, rt);
-    for (Accumulator& a : batch) {
-      Status st = a.batch->Run(p.size, p.warmup, batch_iters, &a.batch_result);
-      if (!st.ok()) return Status(st.code(), a.label + ": " + st.message());
+    for (Accumulator& a : sides) {
+      if (a.batch == nullptr) continue;
+      Status st = a.batch->Run(p.size, p.warmup, p.iters, &a.batch_result);
+      if (!st.ok()) return Status(st.code(), std::string(a.label) + ": " +
+                                                 st.message());
     }
   }
   // Streaming: one untimed burst each, then timed bursts in rotation.
   for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps;
        ++rep) {
-    for (size_t k = 0; k < rt.size(); ++k) {
-      Accumulator& a = rt[Turn(index, rep, k, rt.size())];
+    for (size_t k = 0; k < n; ++k) {
+      Accumulator& a = sides[Nth(index, rep, k, n)];
       if (a.impl == nullptr) continue;
       Status st = Burst(p, window, rep > 0, &a);
       if (!st.ok()) return st;
     }
   }
-  for (Accumulator& a : rt) {
-    if (a.impl != nullptr) Finish(p, &a);
+  for (Accumulator& a : sides) {
+    if (a.impl != nullptr || a.batch != nullptr) Finish(p, &a);
   }
-  for (Accumulator& a : batch) Finish(p, &a);
   return Status();
 }
 
 Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
-                 PingPongServer* ferry, const std::vector<ServerSide>& refs) {
-  std::vector<PingPongServer*> rt;
-  std::vector<BatchPingPongServer*> batch;
-  for (const ServerSide& r : refs) {
-    if (r.batch != nullptr) {
-      batch.push_back(r.batch);
-    } else {
-      rt.push_back(r.pingpong);
-    }
-  }
-  rt.push_back(ferry);
+                 const std::vector<PingPongServer*>& sides,
+                 const std::vector<BatchPingPongServer*>& batches) {
+  const size_t n = sides.size();
   for (uint32_t round = 0; round < p.rounds; ++round) {
-    for (size_t k = 0; k < rt.size(); ++k) {
-      PingPongServer* impl = rt[Turn(index, round, k, rt.size())];
-      if (impl == nullptr) continue;  // --only
-      const uint32_t n = p.warmup + ItersInRound(p, round);
-      for (uint32_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < n; ++k) {
+      PingPongServer* impl = sides[Nth(index, round, k, n)];
+      if (impl == nullptr) continue;  // --only, or a batch reference
+      const uint32_t count = p.warmup + ItersInRound(p, round);
+      for (uint32_t i = 0; i < count; ++i) {
         Status st = impl->Echo(p.size);
         if (!st.ok()) return st;
       }
@@ -247,15 +195,15 @@ Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
       if (!st.ok()) return st;
     }
     if (round != BatchRound(p)) continue;
-    for (BatchPingPongServer* b : batch) {
+    for (BatchPingPongServer* b : batches) {
       Status st = b->Serve(p.size);
       if (!st.ok()) return st;
     }
   }
   for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps;
        ++rep) {
-    for (size_t k = 0; k < rt.size(); ++k) {
-      PingPongServer* impl = rt[Turn(index, rep, k, rt.size())];
+    for (size_t k = 0; k < n; ++k) {
+      PingPongServer* impl = sides[Nth(index, rep, k, n)];
       if (impl == nullptr) continue;
       Status st = impl->StreamSink(p.size, p.stream_messages, window);
       if (st.ok()) st = impl->Flush();

@@ -1,17 +1,18 @@
-// The one measurement loop every implementation goes through. For every size
-// of the plan the client runs, in this order, with the peer mirroring it:
-//   1. `rounds` rounds of round trips; in each, ferry and every round-trip
-//      reference run, one after the other, `warmup` untimed round trips and
-//      their share of `iters` timed ones, each timed on its own (steady_clock
-//      around RoundTrip). The order rotates by round and by size. Alternating
-//      in rounds means a drift of the machine (another tenant, frequency, the
-//      host) lands on every column alike instead of on whichever ran last;
-//   2. batch references (an external program that times itself) run once,
-//      in the middle of the rounds, with the same warm-up and `iters` or
-//      more timed round trips (at least 2 s at the pace of the fastest
-//      implementation so far: see BatchIters in measure.cc);
+// The one measurement loop every implementation goes through (ferry and the
+// references measured with it). For every size of the plan the client runs,
+// in this order, with the peer mirroring it:
+//   1. `rounds` rounds of round trips; in each, every implementation in turn
+//      (the order rotates by round and by size: with two, raw and then ferry,
+//      or ferry and then raw) runs `warmup` untimed round trips and its share
+//      of `iters` timed ones, each timed on its own (steady_clock around
+//      RoundTrip). Rotating in rounds means a drift of the machine (another
+//      tenant, frequency, the host) lands on every column alike instead of on
+//      whichever ran last;
+//   2. batch references (an external program that times itself:
+//      fi_pingpong) run once, after the middle round, with the same warm-up
+//      and at least `iters` timed round trips; they are compared by means;
 //   3. for streamed sizes: one untimed burst each, then `stream_reps` timed
-//      bursts of `stream_messages` messages, rotating like the rounds.
+//      bursts of `stream_messages` messages, in the same rotation.
 // The echo is checked byte for byte after every round.
 #pragma once
 
@@ -47,29 +48,29 @@ struct ImplResult {
 struct SizeResult {
   SizePlan plan;
   ImplResult ferry;
-  std::vector<ImplResult> refs;  // parallel to the suite's references
+  std::vector<ImplResult> references;  // parallel to RunInfo::references
 };
 
-// A reference as the loop sees it: exactly one of the two is set, or
-// neither (--only ferry: the reference is skipped, its result stays empty).
-struct ClientSide {
-  std::string label;  // for messages
-  PingPongClient* pingpong = nullptr;
-  BatchPingPongClient* batch = nullptr;
-};
-struct ServerSide {
-  PingPongServer* pingpong = nullptr;
-  BatchPingPongServer* batch = nullptr;
+// One implementation as MeasureSize sees it. A null client is skipped
+// (--only, for profiling one side alone) but keeps its place in the
+// rotation, so both processes agree on the order; its result stays empty.
+struct Contender {
+  const char* label;  // for error messages
+  PingPongClient* client;
+  ImplResult* result;
+  BatchPingPongClient* batch = nullptr;  // a batch reference (client null)
 };
 
-// Client side of one size: fills *out. A null `ferry` (--only raw) and
-// references without an implementation (--only ferry) are skipped.
+// Client side of one size: fills each contender's result.
 Status MeasureSize(const SizePlan& plan, uint32_t window, size_t index,
-                   PingPongClient* ferry, const std::vector<ClientSide>& refs,
-                   BufferSet* buffers, SizeResult* out);
+                   const std::vector<Contender>& contenders,
+                   BufferSet* buffers);
 
-// Peer side of one size: the same exchanges, in the same order.
+// Peer side of one size: the same exchanges, in the same order; `servers`
+// are in the client's contender order (null where the client's is).
+// `batches`: the batch references' servers, in the client's order.
 Status ServeSize(const SizePlan& plan, uint32_t window, size_t index,
-                 PingPongServer* ferry, const std::vector<ServerSide>& refs);
+                 const std::vector<PingPongServer*>& servers,
+                 const std::vector<BatchPingPongServer*>& batches = {});
 
 }  // namespace ferry::bench

@@ -77,9 +77,11 @@ std::string Usage() {
       "usage: ferry-bench-transport --plugin NAME|PATH [options]\n"
       "\n"
       "Round-trip latency (median, p99) and bandwidth of a transport plugin,\n"
-      "measured in the same run against references (raw floors written for\n"
-      "this benchmark, libfabric's fi_pingpong), between this process and a\n"
-      "peer process it execs.\n"
+      "measured in the same run against the references for that plugin, between\n"
+      "this process and a peer process it execs. tcp (and any plugin without\n"
+      "references of its own): a raw TCP ping-pong floor written for this\n"
+      "benchmark; shm: a raw shared-memory ring floor, and TensorPipe's shm\n"
+      "transport with its basic channel where libtensorpipe was found at build.\n"
       "\n"
       "  --plugin NAME|PATH  transport plugin: a name (\"tcp\") found by the\n"
       "                      plugin loader, or a path to a libferry-*.so\n"
@@ -93,9 +95,9 @@ std::string Usage() {
       "                      raw and ferry alternating, so slow drifts of the\n"
       "                      machine hit both alike (default 4)\n"
       "  --mode busy|sleep|both\n"
-      "                      busy: spin on progress() / non-blocking recv;\n"
-      "                      sleep: poll() the wakeup fd / the socket\n"
-      "                      (default both)\n"
+      "                      busy: every side spins (ferry on progress());\n"
+      "                      sleep: every side blocks when it has nothing to\n"
+      "                      do (ferry: poll() on the wakeup fd) (default both)\n"
       "  --cpus A,B          pin this process to CPU A and the peer to CPU B\n"
       "                      (default 0,1; 'none' disables pinning)\n"
       "  --window W          messages in flight in the streaming test\n"
@@ -104,21 +106,17 @@ std::string Usage() {
       "                      (default 64K)\n"
       "  --no-stream         round trips only\n"
       "  --json FILE         write every figure and the machine description\n"
-      "  --only ferry|raw    measure one side alone (raw: the references)\n"
-      "                      for profiling it with strace -c or valgrind;\n"
-      "                      no ratios\n"
-      "  --references LIST   references measured beside ferry, by id:\n"
-      "                      raw_tcp (a raw TCP ping-pong), raw_fabric (a raw\n"
-      "                      libfabric RDM floor), fi_pingpong (libfabric's\n"
-      "                      own, busy mode only); 'none' for ferry alone\n"
-      "                      (default: raw_tcp; fabric: fi_pingpong,raw_fabric)\n"
-      "  --fabric-provider P libfabric provider of the fabric references and\n"
-      "                      plugin (default: $FERRY_FABRIC_PROVIDER, else\n"
+      "  --only NAME         measure one side alone (for profiling it with\n"
+      "                      strace -c or valgrind): ferry, raw (the plugin's\n"
+      "                      raw floor) or another reference (tensorpipe,\n"
+      "                      fi_pingpong); no ratios\n"
+      "  --fabric-provider P libfabric provider of the fabric plugin and its\n"
+      "                      references (default: $FERRY_FABRIC_PROVIDER, else\n"
       "                      libfabric's first RDM provider)\n"
       "  --raw-fabric-path auto|rma|msg\n"
-      "                      raw_fabric moves each message with one RMA write\n"
-      "                      (rma) or one send (msg); auto: rma when the\n"
-      "                      provider has FI_RMA (default auto)\n"
+      "                      the raw libfabric floor moves each message with\n"
+      "                      one RMA write (rma) or one send (msg); auto: rma\n"
+      "                      when the provider has FI_RMA (default auto)\n"
       "  --timeout SECONDS   abort the whole run after this long (default 900)\n"
       "  --listen ADDRESS    the plugin's listen address (default 127.0.0.1:0\n"
       "                      for tcp, otherwise the plugin's own choice)\n"
@@ -202,16 +200,10 @@ StatusOr<Options> ParseOptions(int argc, char** argv) {
       if (!value(&o.listen)) return Bad("--listen needs an address");
       o.listen_given = true;
     } else if (arg == "--only") {
-      if (!value(&o.only) || (o.only != "ferry" && o.only != "raw")) {
-        return Bad("--only needs ferry or raw");
+      // Reference names depend on the plugin: main.cc checks them.
+      if (!value(&o.only) || o.only.empty()) {
+        return Bad("--only needs ferry, raw or another reference's name");
       }
-    } else if (arg == "--references") {
-      if (!value(&v) || v.empty()) {
-        return Bad("--references needs a list such as raw_tcp,raw_fabric");
-      }
-      o.references_given = true;
-      o.references.clear();
-      if (v != "none") o.references = Split(v, ',');
     } else if (arg == "--fabric-provider") {
       if (!value(&o.fabric_provider) || o.fabric_provider.empty()) {
         return Bad("--fabric-provider needs a provider such as 'tcp;ofi_rxm'");
@@ -284,12 +276,6 @@ std::vector<std::string> PeerArgs(const Options& o) {
     args.push_back("--listen");
     args.push_back(o.listen);
   }
-  // The resolved list, never the default: both processes must run the same
-  // references in the same order.
-  std::string refs;
-  for (const std::string& r : o.references) refs += (refs.empty() ? "" : ",") + r;
-  args.push_back("--references");
-  args.push_back(refs.empty() ? "none" : refs);
   if (!o.fabric_provider.empty()) {
     args.push_back("--fabric-provider");
     args.push_back(o.fabric_provider);

@@ -35,17 +35,12 @@ struct Options {
   // choice) for any other plugin.
   std::string listen;
   bool listen_given = false;
-  // --only ferry|raw: measure one side alone (raw: the references only), to
-  // profile it (strace -c, valgrind) without the other's calls mixed in. No
-  // ratios then.
+  // --only ferry|raw|<reference key>: measure one side alone, to profile it
+  // (strace -c, valgrind) without the others' calls mixed in. No ratios.
   std::string only;
-  // --references: the references measured beside ferry, by id
-  // (references.h). Empty until resolved: the plugin's default set.
-  std::vector<std::string> references;
-  bool references_given = false;
-  // --fabric-provider: the libfabric provider of the fabric references and
-  // of the fabric plugin (its `provider` parameter), so all use the same
-  // one. Default: FERRY_FABRIC_PROVIDER, else libfabric's first RDM choice.
+  // --fabric-provider: the libfabric provider of the fabric plugin and of its
+  // references (fabric_references.h), so all run on the same one. Default:
+  // FERRY_FABRIC_PROVIDER, else libfabric's first RDM provider.
   std::string fabric_provider;
   // --raw-fabric-path auto|rma|msg: how the raw libfabric floor moves data.
   std::string raw_fabric_path = "auto";

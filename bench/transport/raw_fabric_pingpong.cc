@@ -18,6 +18,7 @@ constexpr uint64_t kRemoteData = 1;  // remote CQ data of an RMA message
 constexpr size_t kCtrlSize = 64 * 1024;  // per direction; > a 1024-key ring
 constexpr uint32_t kMagic = 0x46525746;  // "FWRF"
 constexpr size_t kMaxOps = 4096;  // > the largest window (1024) + set-up
+constexpr int kWelcomeTimeoutMs = 30000;  // the peer accepts within set-up
 
 using Clock = std::chrono::steady_clock;
 
@@ -225,7 +226,7 @@ Status RawFabricPingPong::PostCtrlRecv() {
   }
 }
 
-Status RawFabricPingPong::SendCtrl(const std::string& bytes) {
+Status RawFabricPingPong::SendCtrl(const std::string& bytes, bool wait) {
   if (bytes.size() > kCtrlSize) {
     return Status(FERRY_INVALID_ARGUMENT, "raw fabric: set-up message too big");
   }
@@ -248,8 +249,9 @@ Status RawFabricPingPong::SendCtrl(const std::string& bytes) {
     if (!st.ok()) return st;
   }
   ++sends_posted_;
-  // The send half is reused by the next control message.
-  return WaitSendsDone();
+  // The send half is reused by the next control message: whoever sends one
+  // next waits for this one first (every path does, through WaitSendsDone).
+  return wait ? WaitSendsDone() : Status();
 }
 
 Status RawFabricPingPong::Accept(int timeout_ms) {
@@ -271,7 +273,7 @@ Status RawFabricPingPong::Accept(int timeout_ms) {
   return st;
 }
 
-Status RawFabricPingPong::Connect(const std::string& address, int timeout_ms) {
+Status RawFabricPingPong::Connect(const std::string& address) {
   std::string name;
   if (!FromHex(address, &name) || name.empty()) {
     return Status(FERRY_INVALID_ARGUMENT,
@@ -280,9 +282,15 @@ Status RawFabricPingPong::Connect(const std::string& address, int timeout_ms) {
   auto addr = endpoint_->InsertPeer(name);
   if (!addr.ok()) return addr.status();
   peer_ = addr.value();
-  Status st = SendCtrl(EncodeSetup(endpoint_->name(), {recv_regions_[0]}));
+  return SendCtrl(EncodeSetup(endpoint_->name(), {recv_regions_[0]}),
+                  /*wait=*/false);
+}
+
+Status RawFabricPingPong::AwaitWelcome() {
+  if (!peer_regions_.empty()) return Status();
+  Status st = WaitSendsDone();  // the hello
   if (!st.ok()) return st;
-  auto welcome = NextCtrl(timeout_ms);
+  auto welcome = NextCtrl(kWelcomeTimeoutMs);
   if (!welcome.ok()) return welcome.status();
   std::string ignored;
   if (!DecodeSetup(welcome.value(), &ignored, &peer_regions_) ||
@@ -361,7 +369,8 @@ Status RawFabricPingPong::WaitSendsDone() {
 Status RawFabricPingPong::Flush() { return WaitSendsDone(); }
 
 Status RawFabricPingPong::RoundTrip(uint64_t size) {
-  Status st;
+  Status st = AwaitWelcome();
+  if (!st.ok()) return st;
   if (rma_) {
     st = PostData(buffers_->send->data(), size, send_region_.desc,
                   peer_regions_[0]);
@@ -408,6 +417,8 @@ Status RawFabricPingPong::Echo(uint64_t size) {
 
 Status RawFabricPingPong::Stream(uint64_t size, uint32_t count,
                                  uint32_t window) {
+  Status welcomed = AwaitWelcome();
+  if (!welcomed.ok()) return welcomed;
   const size_t ring = peer_regions_.size();
   const uint64_t base_done = sends_done_;
   const uint64_t base_posted = sends_posted_;

@@ -43,8 +43,10 @@ class RawFabricPingPong final : public PingPongClient, public PingPongServer {
   // the client's hello and answering with the keys of the receive ring.
   std::string address() const;
   Status Accept(int timeout_ms);
-  // Client side: says hello to the peer at `address` and learns its keys.
-  Status Connect(const std::string& address, int timeout_ms);
+  // Client side: says hello to the peer at `address` and returns without
+  // waiting (the peer accepts only once every reference is connected); its
+  // answer, the keys of its buffers, is read before the first exchange.
+  Status Connect(const std::string& address);
   std::string Describe() const { return endpoint_->Describe(); }
 
   Status RoundTrip(uint64_t size) override;
@@ -78,9 +80,11 @@ class RawFabricPingPong final : public PingPongClient, public PingPongServer {
                   const RawFabricRegion& target);
   Status PostDataRecv(uint8_t* data, uint64_t capacity, void* desc);
   Status PostCtrlRecv();
-  Status SendCtrl(const std::string& bytes);
+  Status SendCtrl(const std::string& bytes, bool wait = true);
   StatusOr<std::string> NextCtrl(int timeout_ms);
   Status WaitSendsDone();
+  // Client: reads the peer's answer to the hello, once.
+  Status AwaitWelcome();
   // The peer's receive landing (msg path): the next message lands in
   // landing_[next_landing_]; two buffers, so the next one is posted before
   // the echo of this one leaves from it.

@@ -203,4 +203,61 @@ Status RawTcpPingPong::StreamSink(uint64_t size, uint32_t count,
   return SendAll(&ack, 1);
 }
 
+// --------------------------------------------------------------------------
+// As a reference of the benchmark.
+// --------------------------------------------------------------------------
+namespace {
+
+const ReferenceInfo kRawTcpInfo = {
+    "raw", "raw TCP",
+    "plain TCP on 127.0.0.1, non-blocking, TCP_NODELAY, default socket "
+    "buffers, no framing, same buffers and same polling mode"};
+
+class RawTcpReferenceListener final : public ReferenceListener {
+ public:
+  RawTcpReferenceListener(std::unique_ptr<RawTcpListener> listener,
+                          PollMode mode, BufferSet* buffers)
+      : listener_(std::move(listener)), mode_(mode), buffers_(buffers) {}
+  std::string address() const override { return listener_->address(); }
+  StatusOr<std::unique_ptr<PingPongServer>> Accept(int timeout_ms) override {
+    auto fd = listener_->Accept(timeout_ms);
+    if (!fd.ok()) return fd.status();
+    return std::unique_ptr<PingPongServer>(
+        new RawTcpPingPong(fd.value(), mode_, buffers_));
+  }
+
+ private:
+  std::unique_ptr<RawTcpListener> listener_;
+  PollMode mode_;
+  BufferSet* buffers_;
+};
+
+class RawTcpReference final : public Reference {
+ public:
+  const ReferenceInfo& info() const override { return kRawTcpInfo; }
+  StatusOr<std::unique_ptr<ReferenceListener>> Listen(
+      PollMode mode, BufferSet* buffers) override {
+    auto listener = RawTcpListener::Open();
+    if (!listener.ok()) return listener.status();
+    return std::unique_ptr<ReferenceListener>(new RawTcpReferenceListener(
+        std::move(listener).value(), mode, buffers));
+  }
+  // A blocking connect() returns once the kernel queued the connection in
+  // the listener's backlog: it never waits for the peer's accept().
+  StatusOr<std::unique_ptr<PingPongClient>> Connect(
+      const std::string& address, PollMode mode,
+      BufferSet* buffers) override {
+    auto fd = RawTcpConnect(address);
+    if (!fd.ok()) return fd.status();
+    return std::unique_ptr<PingPongClient>(
+        new RawTcpPingPong(fd.value(), mode, buffers));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Reference> MakeRawTcpReference() {
+  return std::make_unique<RawTcpReference>();
+}
+
 }  // namespace ferry::bench

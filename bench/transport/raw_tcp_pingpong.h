@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "transport/buffers.h"
 #include "transport/pingpong.h"
+#include "transport/reference.h"
 
 #include <cstdint>
 #include <memory>
@@ -61,5 +62,8 @@ class RawTcpPingPong final : public PingPongClient, public PingPongServer {
   BufferSet* buffers_;
   LoopCounters counters_;
 };
+
+// The raw TCP floor as a reference of the benchmark (reference.h).
+std::unique_ptr<Reference> MakeRawTcpReference();
 
 }  // namespace ferry::bench

@@ -136,61 +136,57 @@ void LoadJson(Json& j, const std::array<double, 3>& l) {
 
 const char* ModeText(PollMode mode) {
   return mode == PollMode::kBusy
-             ? "busy: ferry spins on progress(), raw TCP on non-blocking "
-               "recv()/send(), raw libfabric and fi_pingpong on fi_cq_read()"
+             ? "busy: ferry spins on progress(); every reference spins on "
+               "its own wait (raw TCP: non-blocking recv()/send(); raw shm: "
+               "the ring index; raw libfabric and fi_pingpong: fi_cq_read(); "
+               "TensorPipe: sched_yield() until its "
+               "callback ran)"
              : "sleep: ferry poll()s the wakeup fd when progress() has "
-               "nothing (backs off without one), raw TCP poll()s the socket "
-               "on EAGAIN, raw libfabric the CQ's wait fd (backs off without "
-               "one)";
+               "nothing (plugins that spin before sleeping are told not to: "
+               "spin_us=0); every reference blocks when it has nothing to do "
+               "(raw TCP: poll() on EAGAIN; raw shm: futex; raw libfabric: "
+               "the CQ's wait fd after fi_trywait, or back-off without one; "
+               "fi_pingpong is not measured: it only spins; TensorPipe: a "
+               "condition variable, while its shm reactor thread still spins)";
 }
 
-// ferry / reference. Latency: below 1 means ferry is faster; bandwidth:
-// above 1 means ferry moves more.
-struct Ratios {
-  double rtt_median, rtt_p99, rtt_mean, bw_rtt, bw_rtt_mean, bw_stream;
-};
-
-Ratios RatiosOf(const ImplResult& f, const ImplResult& r) {
-  return {Ratio(f.rtt_ns.median, r.rtt_ns.median),
-          Ratio(f.rtt_ns.p99, r.rtt_ns.p99),
-          Ratio(f.rtt_ns.mean, r.rtt_ns.mean),
-          Ratio(f.bw_rtt_Bps, r.bw_rtt_Bps),
-          Ratio(f.bw_rtt_mean_Bps, r.bw_rtt_mean_Bps),
-          Ratio(f.stream_Bps.median, r.stream_Bps.median)};
+// The run's suites, pass by pass, summed up for the suite-level fields.
+double Seconds(const SuiteResult& s) {
+  double total = 0;
+  for (const PassResult& p : s.passes) total += p.seconds;
+  return total;
 }
 
-// "  12.34" or "      -" for a figure that does not exist.
-std::string Fixed(double v, int width, int decimals) {
-  char buf[64];
-  if (std::isfinite(v) && v > 0) {
-    std::snprintf(buf, sizeof buf, "%*.*f", width, decimals, v);
-  } else {
-    std::snprintf(buf, sizeof buf, "%*s", width, "-");
-  }
-  return buf;
+std::array<double, 3> LoadBefore(const SuiteResult& s) {
+  return s.passes.empty() ? std::array<double, 3>{}
+                          : s.passes.front().loadavg_before;
 }
 
-void PrintCounters(std::FILE* out, const char* label, const ImplResult& r) {
-  std::fprintf(out, " | %s %7.1f calls %5.2f sleeps %7.2f+%-7.2f us", label,
-               r.calls_per_rt, r.waits_per_rt, r.user_ns_per_rt / 1e3,
-               r.sys_ns_per_rt / 1e3);
+std::array<double, 3> LoadAfter(const SuiteResult& s) {
+  return s.passes.empty() ? std::array<double, 3>{}
+                          : s.passes.back().loadavg_after;
+}
+
+// Column labels are cut to fit the table.
+std::string Cut(const std::string& s, size_t width) {
+  return s.size() <= width ? s : s.substr(0, width);
 }
 
 }  // namespace
 
 void PrintHeader(std::FILE* out, const RunInfo& run) {
   const MachineInfo& m = run.machine;
-  std::string refs;
-  for (const std::string& r : run.options.references) {
-    refs += (refs.empty() ? "" : ", ") + r;
+  std::string against;
+  for (const ReferenceInfo& r : run.references) {
+    against += (against.empty() ? "" : ", ") + r.label;
   }
   std::fprintf(out, "ferry-bench-transport: %s %s (%s, ABI %u.%u) vs %s\n",
                run.plugin_name.c_str(), run.plugin_version.c_str(),
                run.plugin_path.c_str(), run.abi_major, run.abi_minor,
-               refs.empty() ? "no reference" : refs.c_str());
-  if (!run.options.fabric_provider.empty()) {
-    std::fprintf(out, "libfabric provider: %s\n",
-                 run.options.fabric_provider.c_str());
+               against.c_str());
+  for (const SkippedReference& s : run.skipped) {
+    std::fprintf(out, "not measured: %s (%s)\n", s.info.label.c_str(),
+                 s.reason.c_str());
   }
   std::fprintf(out, "machine: %ld CPUs, %s, %s\n", m.nproc,
                m.cpu_model.c_str(), m.kernel.c_str());
@@ -204,110 +200,209 @@ void PrintHeader(std::FILE* out, const RunInfo& run) {
 }
 
 void PrintSuite(std::FILE* out, const RunInfo& run, const SuiteResult& s) {
+  const size_t n_refs = run.references.size();
   std::fprintf(out, "\n== mode %s ==\n", PollModeName(s.mode));
   std::fprintf(out, "%s\n", ModeText(s.mode));
   std::fprintf(out, "ferry context: %s%s%s\n", s.description.c_str(),
                s.wakeup_fd ? "; wakeup fd" : "; no wakeup fd",
                s.registered ? "; buffers registered" : "");
-  for (size_t k = 0; k < s.references.size(); ++k) {
-    std::fprintf(out, "reference %s: %s\n", s.references[k].label.c_str(),
-                 s.reference_details[k].empty()
-                     ? s.references[k].description.c_str()
-                     : s.reference_details[k].c_str());
+  for (const PassResult& p : s.passes) {
+    std::fprintf(out,
+                 "pass %-16s load average before/after: %.2f / %.2f (1 min); "
+                 "%.1f s\n",
+                 p.label.c_str(), p.loadavg_before[0], p.loadavg_after[0],
+                 p.seconds);
   }
   std::fprintf(out,
-               "load average before/after: %.2f / %.2f (1 min); %.1f s\n",
-               s.loadavg_before[0], s.loadavg_after[0], s.seconds);
-  std::fprintf(out,
-               "round trip (us): median, p99 and mean of n timed round trips "
-               "(implementations rotating in %u rounds);\n"
-               "rt bw = 2*size/median round trip (mean: 2*size/mean); "
-               "stream bw = median of %u bursts with %u messages in flight "
-               "(raw TCP: back-to-back writes); MB/s = 1e6 B/s\n",
-               run.options.rounds, run.options.stream_reps,
-               run.options.window);
-  std::fprintf(out, "\nferry\n%6s %6s | %9s %9s %9s | %8s %8s | %8s\n",
-               "size", "n", "median", "p99", "mean", "rt bw", "(mean)",
-               "stream");
+               "round trip (us): median and p99 of n timed round trips "
+               "(implementations taking turns in %u rounds); "
+               "ratio = ferry / reference; 'm': a batch reference's mean "
+               "(fi_pingpong), its ratio ferry's mean / that mean\n",
+               run.options.rounds);
+  std::fprintf(out, "%6s %6s | %19s", "", "", "ferry (us)");
+  for (const ReferenceInfo& r : run.references) {
+    std::fprintf(out, " | %-31s", Cut(r.label + " (us), ratio", 31).c_str());
+  }
+  std::fprintf(out, "\n%6s %6s | %9s %9s", "size", "n", "median", "p99");
+  for (size_t k = 0; k < n_refs; ++k) {
+    std::fprintf(out, " | %9s %9s %5s %5s", "median", "p99", "med", "p99");
+  }
+  std::fprintf(out, "\n");
   for (const SizeResult& r : s.sizes) {
     const ImplResult& f = r.ferry;
-    std::fprintf(out, "%6s %6u | %s %s %s | %s %s | %s\n",
-                 FormatSize(r.plan.size).c_str(), r.plan.iters,
-                 Fixed(f.rtt_ns.median / 1e3, 9, 2).c_str(),
-                 Fixed(f.rtt_ns.p99 / 1e3, 9, 2).c_str(),
-                 Fixed(f.rtt_ns.mean / 1e3, 9, 2).c_str(),
-                 Fixed(f.bw_rtt_Bps / 1e6, 8, 1).c_str(),
-                 Fixed(f.bw_rtt_mean_Bps / 1e6, 8, 1).c_str(),
-                 Fixed(f.stream_Bps.median / 1e6, 8, 1).c_str());
-  }
-  for (size_t k = 0; k < s.references.size(); ++k) {
-    const ReferenceInfo& ref = s.references[k];
-    std::fprintf(out,
-                 "\n%s; ratios ferry/%s (latency below 1: ferry faster; "
-                 "bandwidth above 1: ferry faster)%s\n",
-                 ref.label.c_str(), ref.id.c_str(),
-                 ref.batch ? "; it reports means only" : "");
-    std::fprintf(out,
-                 "%6s %6s | %9s %9s %9s | %8s %8s | %8s | %6s %6s %6s | %6s "
-                 "%6s %6s\n",
-                 "size", "n", "median", "p99", "mean", "rt bw", "(mean)",
-                 "stream", "lat", "p99", "mean", "rt bw", "(mean)", "stream");
-    for (const SizeResult& r : s.sizes) {
-      const ImplResult& w = r.refs[k];
-      const Ratios x = RatiosOf(r.ferry, w);
-      std::fprintf(out, "%6s %6u | %s %s %s | %s %s | %s | %s %s %s | %s %s %s\n",
-                   FormatSize(r.plan.size).c_str(), r.plan.iters,
-                   Fixed(w.rtt_ns.median / 1e3, 9, 2).c_str(),
-                   Fixed(w.rtt_ns.p99 / 1e3, 9, 2).c_str(),
-                   Fixed(w.rtt_ns.mean / 1e3, 9, 2).c_str(),
-                   Fixed(w.bw_rtt_Bps / 1e6, 8, 1).c_str(),
-                   Fixed(w.bw_rtt_mean_Bps / 1e6, 8, 1).c_str(),
-                   Fixed(w.stream_Bps.median / 1e6, 8, 1).c_str(),
-                   Fixed(x.rtt_median, 6, 2).c_str(),
-                   Fixed(x.rtt_p99, 6, 2).c_str(),
-                   Fixed(x.rtt_mean, 6, 2).c_str(),
-                   Fixed(x.bw_rtt, 6, 2).c_str(),
-                   Fixed(x.bw_rtt_mean, 6, 2).c_str(),
-                   Fixed(x.bw_stream, 6, 2).c_str());
-    }
-  }
-  std::fprintf(out,
-               "\nper round trip (client): progress() or send/recv or "
-               "fi_cq_read calls / poll() or back-off sleeps / user+sys CPU "
-               "us\n");
-  for (const SizeResult& r : s.sizes) {
-    std::fprintf(out, "%6s", FormatSize(r.plan.size).c_str());
-    PrintCounters(out, "ferry", r.ferry);
-    for (size_t k = 0; k < s.references.size(); ++k) {
-      if (!s.references[k].batch) {
-        PrintCounters(out, s.references[k].id.c_str(), r.refs[k]);
+    std::fprintf(out, "%6s %6u | %9.2f %9.2f", FormatSize(r.plan.size).c_str(),
+                 r.plan.iters, f.rtt_ns.median / 1e3, f.rtt_ns.p99 / 1e3);
+    for (size_t k = 0; k < n_refs; ++k) {
+      const ImplResult& w = r.references[k];
+      if (run.references[k].batch) {  // a mean, compared with ferry's mean
+        if (!(w.rtt_ns.mean > 0)) {  // not measured in this mode
+          std::fprintf(out, " | %9s %9s %5s %5s", "-", "-", "-", "-");
+          continue;
+        }
+        std::fprintf(out, " | %8.2fm %9s %5.2f %5s", w.rtt_ns.mean / 1e3, "-",
+                     Ratio(f.rtt_ns.mean, w.rtt_ns.mean), "-");
+        continue;
       }
+      std::fprintf(out, " | %9.2f %9.2f %5.2f %5.2f", w.rtt_ns.median / 1e3,
+                   w.rtt_ns.p99 / 1e3, Ratio(f.rtt_ns.median, w.rtt_ns.median),
+                   Ratio(f.rtt_ns.p99, w.rtt_ns.p99));
+    }
+    std::fprintf(out, "\n");
+  }
+
+  std::fprintf(out,
+               "bandwidth (MB/s = 1e6 B/s): rt = 2*size/median round trip; "
+               "st = median of %u bursts with %u messages in flight (raw "
+               "floors: back-to-back writes); ratio = ferry / reference\n",
+               run.options.stream_reps, run.options.window);
+  std::fprintf(out, "%6s | %8s", "size", "ferry rt");
+  for (const ReferenceInfo& r : run.references) {
+    std::fprintf(out, " | %8s %5s", Cut(r.label, 8).c_str(), "ratio");
+  }
+  std::fprintf(out, " || %8s", "ferry st");
+  for (const ReferenceInfo& r : run.references) {
+    std::fprintf(out, " | %8s %5s", Cut(r.label, 8).c_str(), "ratio");
+  }
+  std::fprintf(out, "\n");
+  for (const SizeResult& r : s.sizes) {
+    const ImplResult& f = r.ferry;
+    std::fprintf(out, "%6s | %8.1f", FormatSize(r.plan.size).c_str(),
+                 f.bw_rtt_Bps / 1e6);
+    for (size_t k = 0; k < n_refs; ++k) {
+      const ImplResult& w = r.references[k];
+      if (run.references[k].batch) {  // from means on both sides
+        if (!(w.bw_rtt_mean_Bps > 0)) {
+          std::fprintf(out, " | %8s %5s", "-", "-");
+          continue;
+        }
+        std::fprintf(out, " | %7.1fm %5.2f", w.bw_rtt_mean_Bps / 1e6,
+                     Ratio(f.bw_rtt_mean_Bps, w.bw_rtt_mean_Bps));
+        continue;
+      }
+      std::fprintf(out, " | %8.1f %5.2f", w.bw_rtt_Bps / 1e6,
+                   Ratio(f.bw_rtt_Bps, w.bw_rtt_Bps));
+    }
+    if (r.plan.stream_messages > 0) {
+      std::fprintf(out, " || %8.1f", f.stream_Bps.median / 1e6);
+      for (size_t k = 0; k < n_refs; ++k) {
+        const ImplResult& w = r.references[k];
+        if (run.references[k].batch) {  // does not stream
+          std::fprintf(out, " | %8s %5s", "-", "-");
+          continue;
+        }
+        std::fprintf(out, " | %8.1f %5.2f", w.stream_Bps.median / 1e6,
+                     Ratio(f.stream_Bps.median, w.stream_Bps.median));
+      }
+    } else {
+      std::fprintf(out, " || %8s", "-");
+      for (size_t k = 0; k < n_refs; ++k) {
+        std::fprintf(out, " | %8s %5s", "-", "-");
+      }
+    }
+    std::fprintf(out, "\n");
+  }
+
+  std::fprintf(out,
+               "per round trip (client): loop calls (ferry: progress(); raw "
+               "TCP: send/recv; raw shm: ring copies; TensorPipe: "
+               "sched_yield) / blocking sleeps / user+sys CPU us\n");
+  for (const SizeResult& r : s.sizes) {
+    std::fprintf(out, "%6s  ferry %7.1f %5.2f %6.2f+%-6.2f",
+                 FormatSize(r.plan.size).c_str(), r.ferry.calls_per_rt,
+                 r.ferry.waits_per_rt, r.ferry.user_ns_per_rt / 1e3,
+                 r.ferry.sys_ns_per_rt / 1e3);
+    for (size_t k = 0; k < n_refs; ++k) {
+      const ImplResult& w = r.references[k];
+      std::fprintf(out, " | %s %7.1f %5.2f %6.2f+%-6.2f",
+                   run.references[k].key.c_str(), w.calls_per_rt,
+                   w.waits_per_rt, w.user_ns_per_rt / 1e3,
+                   w.sys_ns_per_rt / 1e3);
     }
     std::fprintf(out, "\n");
   }
   std::fflush(out);
 }
 
-void PrintRatioSummary(std::FILE* out, const ReferenceInfo& ref,
-                       const SizeResult& small, const SizeResult& large,
-                       size_t k) {
-  const Ratios a = RatiosOf(small.ferry, small.refs[k]);
-  const Ratios b = RatiosOf(large.ferry, large.refs[k]);
-  if (ref.batch) {
-    std::fprintf(out, "%s round trip mean %.2fx; %s bandwidth (means) %.2fx",
-                 FormatSize(small.plan.size).c_str(), a.rtt_mean,
-                 FormatSize(large.plan.size).c_str(), b.bw_rtt_mean);
-    return;
+void PrintSummary(std::FILE* out, const RunInfo& run,
+                  const std::vector<SuiteResult>& suites) {
+  std::fprintf(out, "\nsummary, ferry / reference (latency: lower is "
+                    "better; bandwidth: higher is better):\n");
+  for (const SuiteResult& s : suites) {
+    if (s.sizes.empty()) continue;
+    const SizeResult& small = s.sizes.front();
+    const SizeResult& large = s.sizes.back();
+    for (size_t k = 0; k < run.references.size(); ++k) {
+      const ImplResult& ws = small.references[k];
+      const ImplResult& wl = large.references[k];
+      if (run.references[k].batch) {
+        if (s.mode != PollMode::kBusy) continue;  // measured in busy only
+        std::fprintf(out,
+                     "  %-5s vs %-15s %s round trip mean %.2fx; %s bandwidth "
+                     "(means) %.2fx\n",
+                     PollModeName(s.mode), run.references[k].label.c_str(),
+                     FormatSize(small.plan.size).c_str(),
+                     Ratio(small.ferry.rtt_ns.mean, ws.rtt_ns.mean),
+                     FormatSize(large.plan.size).c_str(),
+                     Ratio(large.ferry.bw_rtt_mean_Bps, wl.bw_rtt_mean_Bps));
+        continue;
+      }
+      std::fprintf(out,
+                   "  %-5s vs %-15s %s round trip median %.2fx (p99 %.2fx); "
+                   "%s bandwidth from round trip %.2fx",
+                   PollModeName(s.mode), run.references[k].label.c_str(),
+                   FormatSize(small.plan.size).c_str(),
+                   Ratio(small.ferry.rtt_ns.median, ws.rtt_ns.median),
+                   Ratio(small.ferry.rtt_ns.p99, ws.rtt_ns.p99),
+                   FormatSize(large.plan.size).c_str(),
+                   Ratio(large.ferry.bw_rtt_Bps, wl.bw_rtt_Bps));
+      if (large.plan.stream_messages > 0) {
+        std::fprintf(out, ", streaming %.2fx",
+                     Ratio(large.ferry.stream_Bps.median, wl.stream_Bps.median));
+      }
+      std::fprintf(out, "\n");
+    }
   }
-  std::fprintf(out,
-               "%s round trip median %.2fx (p99 %.2fx); %s bandwidth from "
-               "round trip %.2fx",
-               FormatSize(small.plan.size).c_str(), a.rtt_median, a.rtt_p99,
-               FormatSize(large.plan.size).c_str(), b.bw_rtt);
-  if (large.plan.stream_messages > 0) {
-    std::fprintf(out, ", streaming %.2fx", b.bw_stream);
+  for (const SkippedReference& sk : run.skipped) {
+    std::fprintf(out, "  not measured: %s (%s)\n", sk.info.label.c_str(),
+                 sk.reason.c_str());
   }
 }
+
+namespace {
+
+void RatioJson(Json& j, const ImplResult& f, const ImplResult& w,
+               bool streamed) {
+  j.Open('{');
+  j.Key("rtt_median"); j.Num(Ratio(f.rtt_ns.median, w.rtt_ns.median));
+  j.Key("rtt_p99"); j.Num(Ratio(f.rtt_ns.p99, w.rtt_ns.p99));
+  j.Key("bw_rtt"); j.Num(Ratio(f.bw_rtt_Bps, w.bw_rtt_Bps));
+  // Means: the basis of comparison with a batch reference (fi_pingpong).
+  j.Key("rtt_mean"); j.Num(Ratio(f.rtt_ns.mean, w.rtt_ns.mean));
+  j.Key("bw_rtt_mean"); j.Num(Ratio(f.bw_rtt_mean_Bps, w.bw_rtt_mean_Bps));
+  if (streamed) {
+    j.Key("bw_stream");
+    j.Num(Ratio(f.stream_Bps.median, w.stream_Bps.median));
+  }
+  j.Close('}');
+}
+
+void ReferenceJson(Json& j, const ReferenceInfo& r, const std::string* skip) {
+  j.Open('{');
+  j.Key("key"); j.Str(r.key);
+  j.Key("label"); j.Str(r.label);
+  j.Key("measured"); j.Bool(skip == nullptr);
+  if (skip != nullptr) {
+    j.Key("skipped_because"); j.Str(*skip);
+  } else {
+    j.Key("method"); j.Str(r.method);
+    j.Key("own_pass"); j.Bool(r.isolated);
+    // Times itself: means only (rtt_ns.mean, bw_rtt_mean_Bps), busy mode.
+    j.Key("batch"); j.Bool(r.batch);
+  }
+  j.Close('}');
+}
+
+}  // namespace
 
 Status WriteJson(const std::string& path, const RunInfo& run,
                  const std::vector<SuiteResult>& suites) {
@@ -316,7 +411,8 @@ Status WriteJson(const std::string& path, const RunInfo& run,
   Json j;
   j.Open('{');
   j.Key("benchmark"); j.Str("ferry-bench-transport");
-  // 2: references by id ("references", "ratios") instead of "raw"/"ratio".
+  // 2: any number of references, each result keyed by reference and
+  // "ratio" keyed by reference too (1 had "raw" and a flat "ratio").
   j.Key("schema_version"); j.Int(2);
   j.Key("command"); j.Str(run.command);
   j.Key("date_utc"); j.Str(m.date_utc);
@@ -339,6 +435,12 @@ Status WriteJson(const std::string& path, const RunInfo& run,
   j.Key("abi"); j.Str(std::to_string(run.abi_major) + "." +
                       std::to_string(run.abi_minor));
   j.Close('}');
+  j.Key("references"); j.Open('[');
+  for (const ReferenceInfo& r : run.references) ReferenceJson(j, r, nullptr);
+  for (const SkippedReference& s : run.skipped) {
+    ReferenceJson(j, s.info, &s.reason);
+  }
+  j.Close(']');
   j.Key("cpus"); j.Open('{');
   j.Key("pinned"); j.Bool(run.pinned);
   j.Key("self"); j.Int(static_cast<uint64_t>(o.cpu_self));
@@ -346,28 +448,20 @@ Status WriteJson(const std::string& path, const RunInfo& run,
   j.Close('}');
   j.Key("method"); j.Open('{');
   j.Key("latency");
-  j.Str("round trip: client sends size bytes (16-byte header + one "
-            "segment for ferry, bare bytes for raw), peer echoes size bytes "
+  j.Str("round trip: client sends size bytes (ferry: 16-byte header + one "
+            "segment; each reference: see its method), peer echoes size bytes "
             "back; each timed alone with steady_clock; median and "
             "nearest-rank p99");
   j.Key("bw_rtt"); j.Str("2 * size / median round trip (bytes/s)");
   j.Key("bw_stream");
   j.Str("bytes/s of one-way bursts: ferry keeps `window` sends in flight "
-            "and the peer places into a ring of `window` buffers; raw writes "
-            "back to back; the peer acks the burst's end; median over "
+            "and the peer places into a ring of `window` buffers; raw floors "
+            "write back to back; the peer acks the burst's end; median over "
             "`stream_reps` bursts after one untimed burst");
-  j.Key("ratios");
-  j.Str("ferry / reference: latency below 1 means ferry is faster, "
-            "bandwidth above 1 means ferry is faster; batch references have "
-            "means only (rtt_mean, bw_rtt_mean)");
-  if (!o.fabric_provider.empty()) {
-    j.Key("fabric_provider");
-    j.Str(o.fabric_provider);
-  }
-  if (!o.references.empty()) {
-    j.Key("raw_fabric_path");
-    j.Str(o.raw_fabric_path);
-  }
+  j.Key("passes");
+  j.Str("ferry and the references that can share the machine take turns "
+            "within each size; a reference with its own pass (own_pass) is "
+            "measured over the whole plan after them");
   j.Key("window"); j.Int(o.window);
   j.Key("stream_reps"); j.Int(o.stream_reps);
   j.Key("stream_min"); j.Int(o.stream_min);
@@ -384,18 +478,16 @@ Status WriteJson(const std::string& path, const RunInfo& run,
     j.Open('{');
     j.Key("mode"); j.Str(PollModeName(s.mode));
     j.Key("mode_description"); j.Str(ModeText(s.mode));
-    j.Key("seconds"); j.Num(s.seconds);
-    j.Key("loadavg_before"); LoadJson(j, s.loadavg_before);
-    j.Key("loadavg_after"); LoadJson(j, s.loadavg_after);
-    j.Key("references"); j.Open('[');
-    for (size_t k = 0; k < s.references.size(); ++k) {
-      const ReferenceInfo& ref = s.references[k];
+    j.Key("seconds"); j.Num(Seconds(s));
+    j.Key("loadavg_before"); LoadJson(j, LoadBefore(s));
+    j.Key("loadavg_after"); LoadJson(j, LoadAfter(s));
+    j.Key("passes"); j.Open('[');
+    for (const PassResult& p : s.passes) {
       j.Open('{');
-      j.Key("id"); j.Str(ref.id);
-      j.Key("label"); j.Str(ref.label);
-      j.Key("description"); j.Str(ref.description);
-      j.Key("detail"); j.Str(s.reference_details[k]);
-      j.Key("batch"); j.Bool(ref.batch);
+      j.Key("measures"); j.Str(p.label);
+      j.Key("seconds"); j.Num(p.seconds);
+      j.Key("loadavg_before"); LoadJson(j, p.loadavg_before);
+      j.Key("loadavg_after"); LoadJson(j, p.loadavg_after);
       j.Close('}');
     }
     j.Close(']');
@@ -421,25 +513,14 @@ Status WriteJson(const std::string& path, const RunInfo& run,
         j.Key("stream_reps"); j.Int(r.plan.stream_reps);
       }
       j.Key("ferry"); ImplJson(j, r.ferry, streamed);
-      j.Key("references"); j.Open('{');
-      for (size_t k = 0; k < s.references.size(); ++k) {
-        j.Key(s.references[k].id);
-        ImplJson(j, r.refs[k], streamed && !s.references[k].batch);
+      for (size_t k = 0; k < run.references.size(); ++k) {
+        j.Key(run.references[k].key);
+        ImplJson(j, r.references[k], streamed);
       }
-      j.Close('}');
-      j.Key("ratios"); j.Open('{');
-      for (size_t k = 0; k < s.references.size(); ++k) {
-        const Ratios x = RatiosOf(r.ferry, r.refs[k]);
-        j.Key(s.references[k].id); j.Open('{');
-        j.Key("rtt_median"); j.Num(x.rtt_median);
-        j.Key("rtt_p99"); j.Num(x.rtt_p99);
-        j.Key("rtt_mean"); j.Num(x.rtt_mean);
-        j.Key("bw_rtt"); j.Num(x.bw_rtt);
-        j.Key("bw_rtt_mean"); j.Num(x.bw_rtt_mean);
-        if (streamed && !s.references[k].batch) {
-          j.Key("bw_stream"); j.Num(x.bw_stream);
-        }
-        j.Close('}');
+      j.Key("ratio"); j.Open('{');
+      for (size_t k = 0; k < run.references.size(); ++k) {
+        j.Key(run.references[k].key);
+        RatioJson(j, r.ferry, r.references[k], streamed);
       }
       j.Close('}');
       j.Close('}');

@@ -6,10 +6,14 @@
 #include "common/log.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace ferry {
 namespace {
 constexpr const char* kLog = "agent";
+// How long after joining a call may wait for its function to be registered
+// (agent.h, early_calls_).
+constexpr std::chrono::seconds kRegistrationGrace{2};
 }
 
 Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
@@ -62,9 +66,9 @@ Status Agent::StartImpl() {
     if (auto a = weak.lock()) a->SendControlAck(to, id);
   };
   rrefs_ = std::make_shared<RRefContext>(std::move(hooks));
-  executor_ = std::make_unique<Executor>(std::max(1u, options_.executor_threads));
   Status s = engine_->Start();
   if (!s.ok()) return s;
+  executor_ = std::make_unique<Executor>(std::max(1u, options_.executor_threads));
 
   self_.name = options_.name;
   self_.endpoints = engine_->endpoints();
@@ -113,6 +117,10 @@ Status Agent::StartImpl() {
   engine_->AddTimer(std::chrono::milliseconds(100), [weak] {
     if (auto a = weak.lock()) a->rrefs_->Retry(std::chrono::milliseconds(200));
   });
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    registration_grace_until_ = std::chrono::steady_clock::now() + kRegistrationGrace;
+  }
   engine_->StartLoop();
   FERRY_LOG(FERRY_LOG_INFO, kLog,
             "worker '" + self_.name + "' joined job '" + options_.job + "' as id " +
@@ -121,16 +129,44 @@ Status Agent::StartImpl() {
 }
 
 Status Agent::JoinStore() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    registration_grace_until_ =
+        std::chrono::steady_clock::now() + options_.join_timeout + kRegistrationGrace;
+  }
+  // Workers of a job are often started together, the store's host among
+  // them: a store not listening yet is retried (with back-off) until the
+  // join timeout, as torch's TCPStore clients do. A store that answers and
+  // refuses (name taken, bad secret) is not retried.
+  const auto deadline = std::chrono::steady_clock::now() + options_.join_timeout;
+  auto backoff = std::chrono::milliseconds(10);
+  while (true) {
+    Status s = TryJoinStore(deadline);
+    const bool unreachable = s.code() == FERRY_UNAVAILABLE || s.code() == FERRY_PEER_GONE;
+    if (s.ok() || !unreachable || std::chrono::steady_clock::now() + backoff >= deadline) {
+      return s;
+    }
+    FERRY_LOG(FERRY_LOG_DEBUG, kLog, s.message() + "; retrying");
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    std::lock_guard<std::mutex> l(mu_);
+    store_status_ = Status::Ok();
+  }
+}
+
+Status Agent::TryJoinStore(std::chrono::steady_clock::time_point deadline) {
   auto conn = engine_->ConnectStore(options_.store_address);
   if (!conn.ok()) return conn.status();
-  store_conn_ = conn.value();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    store_conn_ = conn.value();
+  }
   auto m = std::make_unique<OutMessage>();
   m->kind = wire::Kind::kStoreJoin;
   wire::Writer w(&m->body);
   wire::Put(w, self_);
   Status s = engine_->SendOnConn(store_conn_, std::move(m));
   if (!s.ok()) return s;
-  const auto deadline = std::chrono::steady_clock::now() + options_.join_timeout;
   engine_->WaitUntil(
       [this] {
         std::lock_guard<std::mutex> l(mu_);
@@ -190,7 +226,9 @@ void Agent::OnStoreConnGone(uint64_t conn, const Status& why) {
   {
     std::lock_guard<std::mutex> l(mu_);
     joined = join_answered_;
-    if (!joined) store_status_ = why;
+    // An earlier, failed attempt's connection (JoinStore retries) says
+    // nothing about the current one; ids only grow.
+    if (!joined && conn >= store_conn_) store_status_ = why;
   }
   if (joined && !stopped_.load()) {
     FERRY_LOG(FERRY_LOG_WARN, kLog,

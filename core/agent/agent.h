@@ -146,6 +146,7 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   explicit Agent(AgentOptions options);
   Status StartImpl();
   Status JoinStore();
+  Status TryJoinStore(std::chrono::steady_clock::time_point deadline);
   void ApplyMemberEvent(const wire::StoreMemberEvent& ev);
   void SetMemberState(uint64_t id, uint64_t incarnation, MemberState state);
   StatusOr<uint64_t> Resolve(const std::string& to);
@@ -169,6 +170,9 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   void Respond(const PeerKey& to, uint64_t call_id, Status status, Value* value,
                const std::shared_ptr<Value>& shared = nullptr);
   void ExpireCalls();
+  // Dispatches again the early calls for `function` (all of them with an
+  // empty name: the grace is over, and they fail as unknown).
+  void RedispatchEarlyCalls(const std::string& function);
   void FailCallsTo(uint64_t id, const Status& why);
   void SendControl(uint64_t to, const wire::Control& c);
   // Acknowledgements are batched: queued here, sent as one CONTROL_ACK per
@@ -190,6 +194,18 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
 
   std::mutex mu_;  // everything below
   std::map<std::string, HandlerEntry> handlers_;
+  // Calls for a function not registered yet that arrived within
+  // kRegistrationGrace of joining: a worker registers its functions right
+  // after it starts, and a caller that saw it join may be quicker. They are
+  // dispatched once the function is registered, or fail as unknown when
+  // the grace ends.
+  struct EarlyCall {
+    PeerKey from;
+    std::shared_ptr<InMessage> msg;
+    std::string function;
+  };
+  std::vector<EarlyCall> early_calls_;
+  std::chrono::steady_clock::time_point registration_grace_until_{};
   std::map<uint64_t, PendingCall> calls_;
   uint64_t next_call_id_ = 1;
   std::map<uint64_t, MemberInfo> members_;

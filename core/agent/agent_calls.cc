@@ -32,7 +32,32 @@ Status Agent::Register(const std::string& function, Handler handler, bool may_bl
                                             "' is already registered on this worker");
   }
   handlers_[function] = HandlerEntry{std::move(handler), may_block};
+  for (const EarlyCall& c : early_calls_) {
+    if (c.function != function) continue;
+    // On the thread that pumps, as every call is dispatched.
+    std::weak_ptr<Agent> weak = weak_from_this();
+    engine_->AddTimer(std::chrono::milliseconds(0), [weak, function] {
+      if (auto a = weak.lock()) a->RedispatchEarlyCalls(function);
+    });
+    break;
+  }
   return Status::Ok();
+}
+
+void Agent::RedispatchEarlyCalls(const std::string& function) {
+  std::vector<EarlyCall> ready;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = early_calls_.begin(); it != early_calls_.end();) {
+      if (function.empty() || it->function == function) {
+        ready.push_back(std::move(*it));
+        it = early_calls_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (EarlyCall& c : ready) OnRequest(c.from, *c.msg);
 }
 
 // ---- values -----------------------------------------------------------------
@@ -384,6 +409,12 @@ void Agent::OnResponse(PeerKey from, InMessage& msg) {
 
 void Agent::ExpireCalls() {
   const auto now = steady_clock::now();
+  bool grace_over;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    grace_over = !early_calls_.empty() && now >= registration_grace_until_;
+  }
+  if (grace_over) RedispatchEarlyCalls("");
   std::vector<PendingCall> expired;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -496,6 +527,10 @@ void Agent::OnRequest(PeerKey from, InMessage& msg) {
     if (it != handlers_.end()) {
       entry = it->second;
       found = true;
+    } else if (steady_clock::now() < registration_grace_until_) {
+      early_calls_.push_back(
+          EarlyCall{from, std::make_shared<InMessage>(std::move(msg)), req.function});
+      return;
     } else {
       for (const auto& [name, h] : handlers_) known += (known.empty() ? "" : ", ") + name;
     }

@@ -513,6 +513,9 @@ ferry_status_t ferry_rref_create(ferry_worker_t* w, const ferry_payload_t* value
 
 int ferry_rref_is_owner(const ferry_rref_t* r) { return r && r->handle->is_owner() ? 1 : 0; }
 uint64_t ferry_rref_owner_id(const ferry_rref_t* r) { return r ? r->handle->owner() : 0; }
+int ferry_rref_confirmed_by_owner(const ferry_rref_t* r) {
+  return r && r->handle->confirmed_by_owner() ? 1 : 0;
+}
 
 void ferry_rref_ids(const ferry_rref_t* r, char* rref_id, char* fork_id, uint32_t capacity) {
   if (r == nullptr || capacity == 0) return;

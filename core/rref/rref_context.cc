@@ -128,6 +128,15 @@ bool RRefContext::IsReady(const wire::Guid& rref) {
   return it == owners_.end() || it->second.ready;
 }
 
+bool RRefHandle::confirmed_by_owner() const { return ctx_->ConfirmedByOwner(*this); }
+
+bool RRefContext::ConfirmedByOwner(const RRefHandle& h) {
+  if (h.is_owner()) return true;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = users_.find(UserKey{h.rref_id(), h.fork_id()});
+  return it != users_.end() && it->second.confirmed;
+}
+
 StatusOr<std::shared_ptr<Value>> RRefContext::OwnedValue(const wire::Guid& rref) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = owners_.find(rref);

@@ -45,6 +45,7 @@ class RRefHandle {
   const wire::Guid& fork_id() const { return fork_; }
   uint64_t owner() const { return owner_; }
   bool is_owner() const { return is_owner_; }
+  bool confirmed_by_owner() const;  // RRefContext::ConfirmedByOwner
 
  private:
   friend class RRefContext;
@@ -92,6 +93,10 @@ class RRefContext : public std::enable_shared_from_this<RRefContext> {
   void WhenReady(const wire::Guid& rref, ValueCallback done);
   // Owner handle access.
   bool IsReady(const wire::Guid& rref);
+  // Does the owner know of `h`'s fork? Always for the owner's own handles;
+  // for a user, once the owner acknowledged it (remote() answered, or the
+  // fork's control message acknowledged).
+  bool ConfirmedByOwner(const RRefHandle& h);
   StatusOr<std::shared_ptr<Value>> OwnedValue(const wire::Guid& rref);
   Status SetOwnedValue(const wire::Guid& rref, std::shared_ptr<Value> value);
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <condition_variable>
 #include <thread>
 
 namespace {
@@ -222,14 +223,34 @@ TEST_F(AgentTest, AsyncCallsInFlightAndContinuations) {
 
 TEST_F(AgentTest, AsyncHandlerAnswersFromAnotherThread) {
   auto w1 = Join("w1");
+  // The reply may reach the caller before the handler has stored the
+  // thread: wait for it to be stored before joining it.
+  std::mutex mu;
+  std::condition_variable stored;
   std::thread answerer;
   w1->Register("later", [&](ferry::Call& call, ferry::Message args) {
+    std::lock_guard<std::mutex> l(mu);
     answerer = std::thread([c = std::move(call), s = std::string(args.bytes())]() mutable {
       c.Reply(ferry::Payload(s + "!"));
     });
+    stored.notify_all();
   });
   EXPECT_EQ(seed_->RpcSync("w1", "later", ferry::Payload("hi")).bytes(), "hi!");
+  std::unique_lock<std::mutex> l(mu);
+  stored.wait(l, [&] { return answerer.joinable(); });
   answerer.join();
+}
+
+TEST_F(AgentTest, ACallJustAfterAJoinWaitsForItsFunctionToBeRegistered) {
+  // A worker registers its functions right after it starts; a caller that
+  // saw it join may call first. The call is held, not refused.
+  auto w1 = Join("w1");
+  ferry::Future f = seed_->RpcAsync("w1", "registered_late", ferry::Payload("x"));
+  ASSERT_FALSE(f.Wait(std::chrono::milliseconds(50)));
+  w1->Register("registered_late", [](ferry::Call& call, ferry::Message args) {
+    call.Reply(ferry::Payload("late " + std::string(args.bytes())));
+  });
+  EXPECT_EQ(f.Get().bytes(), "late x");
 }
 
 TEST_F(AgentTest, NestedCallFromABlockingHandler) {

@@ -10,7 +10,9 @@
 // the process dies: for peer-death tests; prints "HELD"), make (returns
 // "made:<bytes>"), keep (keeps the RRefs it is given; prints "KEPT n"),
 // stats ("owned=<n> users=<n> children=<n>"), forward ("<to>" + RRefs:
-// passes its RRefs on to <to>'s "keep").
+// passes its RRefs on to <to>'s "keep"), call ("<to> <function> <bytes>":
+// calls <function> on <to> with those bytes and this call's tensors, and
+// answers with its result: how a C++ worker calls a Python one).
 #include <ferry/ferry.hpp>
 
 #include <cstdio>
@@ -77,6 +79,25 @@ int main(int argc, char** argv) {
       for (auto& r : refs) p.Ref(r);
       self->RpcSync(std::string(args.bytes()), "keep", std::move(p));
       call.Reply();
+    }, FERRY_HANDLER_MAY_BLOCK);
+    w.Register("call", [self](ferry::Call& call, ferry::Message args) {
+      const std::string spec(args.bytes());
+      const size_t a = spec.find(' '), b = spec.find(' ', a + 1);
+      if (a == std::string::npos || b == std::string::npos) {
+        call.Fail(FERRY_INVALID_ARGUMENT, "call wants \"<to> <function> <bytes>\"");
+        return;
+      }
+      ferry::Payload p{spec.substr(b + 1)};
+      for (uint32_t i = 0; i < args.num_tensors(); ++i) p.Tensor(args.TakeTensor(i));
+      try {
+        ferry::Message r = self->RpcSync(spec.substr(0, a), spec.substr(a + 1, b - a - 1),
+                                         std::move(p));
+        ferry::Payload out{std::string(r.bytes())};
+        for (uint32_t i = 0; i < r.num_tensors(); ++i) out.Tensor(r.TakeTensor(i));
+        call.Reply(std::move(out));
+      } catch (const ferry::Error& e) {
+        call.Fail(e.code(), e.what());
+      }
     }, FERRY_HANDLER_MAY_BLOCK);
     std::printf("READY %llu\n", static_cast<unsigned long long>(w.id()));
     std::fflush(stdout);

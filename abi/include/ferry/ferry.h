@@ -241,6 +241,9 @@ ferry_status_t ferry_rref_create(ferry_worker_t* w, const ferry_payload_t* value
                                  ferry_rref_t** out);
 int ferry_rref_is_owner(const ferry_rref_t* r);
 uint64_t ferry_rref_owner_id(const ferry_rref_t* r);
+/* 1 when the owner knows of this fork: always on the owner; on a user once
+ * the owner acknowledged it (torch's confirmed_by_owner). Since 0.1. */
+int ferry_rref_confirmed_by_owner(const ferry_rref_t* r);
 /* The RRefId and ForkId as "worker:counter" strings, for logs. */
 void ferry_rref_ids(const ferry_rref_t* r, char* rref_id, char* fork_id,
                     uint32_t capacity);

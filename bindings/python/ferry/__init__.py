@@ -1,0 +1,31 @@
+"""ferry: distributed RPC with torch.distributed.rpc's programming model.
+
+    import ferry
+    ferry.init_rpc("trainer", backend="auto", store="127.0.0.1:29500")
+    fut = ferry.rpc_async("ps", update, args=(grad,), timeout=5.0)
+    rref = ferry.remote("ps", Model, args=(cfg,))
+    out = rref.rpc_sync().forward(batch)
+    ferry.shutdown()
+
+See docs/python.md: the API side by side with torch.distributed.rpc.
+"""
+
+from . import functions
+from ._agent import (Raw, WorkerInfo, get_worker_info, init_rpc, on_join, on_leave,
+                     on_membership, register, remote, rpc_async, rpc_sync, shutdown,
+                     stats, wait_for_workers, workers)
+from ._errors import (CancelledError, DeadlineExceededError, FerryError, InvalidArgumentError,
+                      NotFoundError, NotInitializedError, PeerGoneError)
+from ._future import Future
+from ._rref import RRef
+from . import _agent
+
+_agent._bind(RRef)
+
+__all__ = [
+    "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "register",
+    "get_worker_info", "workers", "wait_for_workers", "on_membership", "on_join", "on_leave",
+    "stats", "WorkerInfo", "RRef", "Future", "Raw", "functions",
+    "FerryError", "PeerGoneError", "DeadlineExceededError", "NotFoundError",
+    "InvalidArgumentError", "CancelledError", "NotInitializedError",
+]

@@ -1,0 +1,472 @@
+"""The worker this process runs, and the calls it makes and serves.
+
+One worker per process, as in torch.distributed.rpc: init_rpc() starts it,
+shutdown() ends it, and the module-level functions use it.
+
+Python calls travel as one ferry function per kind, registered by every
+Python worker: CALL (rpc_sync / rpc_async), REMOTE (remote(), whose result
+stays on the callee as the RRef's value, held as the live object) and FETCH
+(to_here() of such an RRef). Their payload is (function, args, kwargs)
+pickled with the tensors beside it (_pickling.py). A function given by
+*name* (a str) is a ferry function registered in C, C++ or by
+ferry.register(): its payload is raw (bytes and tensors, see Raw).
+"""
+
+import atexit
+import collections
+import io
+import os
+import threading
+
+from . import _errors, _ferry, _pickling
+from ._future import _FOREVER_MS, Future
+
+_RRef = None  # ferry._rref.RRef, bound at the end of ferry/__init__.py
+
+
+def _bind(rref_type):
+    global _RRef
+    _RRef = rref_type
+
+
+CALL = "ferry.py.call"
+REMOTE = "ferry.py.remote"
+FETCH = "ferry.py.fetch"
+
+Raw = collections.namedtuple("Raw", "data tensors rrefs", defaults=((), ()))
+Raw.__doc__ = """A raw payload, for functions registered by name in C or C++:
+`data` is bytes, `tensors` numpy arrays, `rrefs` RRefs."""
+
+
+class WorkerInfo:
+    """A worker's name and id (torch.distributed.rpc.WorkerInfo), plus
+    `transport`: the plugin that reaches it from here."""
+
+    __slots__ = ("name", "id", "transport", "incarnation")
+
+    def __init__(self, name, id, transport="", incarnation=0):  # noqa: A002
+        self.name, self.id = name, id
+        self.transport, self.incarnation = transport, incarnation
+
+    def __eq__(self, other):
+        return isinstance(other, WorkerInfo) and (self.name, self.id) == (other.name, other.id)
+
+    def __hash__(self):
+        return hash((self.name, self.id))
+
+    def __repr__(self):
+        return "WorkerInfo(id=%d, name=%s)" % (self.id, self.name)
+
+
+_lock = threading.Lock()
+_worker = None
+_listeners = []  # fn(WorkerInfo, event) with event "joined" | "left" | "gone"
+_EVENTS = {1: "joined", 2: "left", 3: "gone"}
+
+
+def current():
+    w = _worker
+    if w is None:
+        raise _errors.NotInitializedError(
+            "ferry: no worker in this process: call ferry.init_rpc(name, ...) first "
+            "(or again, after shutdown())")
+    return w
+
+
+def timeout_ms(timeout):
+    """Seconds (None: the worker's default, 0: no limit) to the C API's ms."""
+    if timeout is None or timeout == -1:
+        return 0
+    if timeout == 0:
+        return _FOREVER_MS - 1
+    if timeout < 0:
+        raise ValueError("ferry: timeout must be positive seconds, 0 (no limit) or None (default)")
+    return max(1, min(int(timeout * 1000 + 0.999), _FOREVER_MS - 1))
+
+
+# ---- life cycle ---------------------------------------------------------------
+
+def init_rpc(name, backend=None, rank=None, world_size=None, store=None, *, job=None,
+             host_store=None, timeout=None, peer_timeout=None, join_timeout=None,
+             secret=None, busy_poll=None, executor_threads=None, rpc_backend_options=None):
+    """Starts this process's worker and joins the job; see docs/python.md."""
+    global _worker
+    del rpc_backend_options  # accepted for torch compatibility; ferry's options are above
+    with _lock:
+        if _worker is not None:
+            raise RuntimeError("ferry: init_rpc() was called already in this process "
+                               "(as %r); call shutdown() first" % _worker.name())
+        o = _ferry.WorkerOptions()
+        o.name = name
+        o.job = job or ""
+        o.transport = backend or os.environ.get("FERRY_TRANSPORT", "auto")
+        o.store = store or _store_from_env()
+        o.host_store = bool(host_store) if host_store is not None else rank == 0
+        o.secret = secret or ""
+        o.busy_poll = bool(busy_poll if busy_poll is not None
+                           else os.environ.get("FERRY_BUSY_POLL", "0") == "1")
+        o.default_timeout_ms = timeout_ms(timeout)
+        if peer_timeout is not None:
+            o.peer_timeout_ms = timeout_ms(peer_timeout)
+        if join_timeout is not None:
+            o.join_timeout_ms = timeout_ms(join_timeout)
+        o.executor_threads = executor_threads or 0
+        w = _ferry.Worker(o)
+        try:
+            w.register(CALL, _serve_call, True)
+            w.register(REMOTE, _serve_remote, True)
+            w.register(FETCH, _serve_fetch, True)
+            w.on_membership(_on_membership)
+        except BaseException:
+            w.destroy()
+            raise
+        _worker = w
+        global _self_names
+        _self_names = (w.name(), w.id(), "#%d" % w.id())
+    if world_size is not None:
+        wait_for_workers(world_size, join_timeout if join_timeout is not None else 60.0)
+
+
+def _store_from_env():
+    if os.environ.get("FERRY_STORE"):
+        return ""  # the C layer reads it
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    return "%s:%s" % (addr, port) if addr and port else ""
+
+
+def shutdown(graceful=True, timeout=30.0):
+    """Leaves the job. graceful: first answers the calls this worker is
+    running (at most `timeout` seconds) and fails its own pending ones; it
+    never waits for other workers. Idempotent."""
+    global _worker, _self_names
+    with _lock:
+        w, _worker = _worker, None
+        _self_names = ()
+    if w is None:
+        return
+    try:
+        if graceful:
+            w.shutdown(timeout_ms(timeout))
+    finally:
+        w.destroy()
+
+
+@atexit.register
+def _at_exit():
+    shutdown(graceful=False)
+    _ferry.stop_dispatcher()
+
+
+# ---- membership ---------------------------------------------------------------
+
+def _info(member):
+    state, id_, incarnation, name, transport = member
+    return WorkerInfo(name, id_, transport, incarnation)
+
+
+def workers():
+    """The live workers of the job, this one included."""
+    return [_info(m) for m in current().members() if m[0] == 1]
+
+
+def get_worker_info(worker_name=None):
+    """This worker's WorkerInfo, or that of the live worker named so."""
+    w = current()
+    if worker_name is None:
+        worker_name = w.name()
+    for m in w.members():
+        if m[3] == worker_name and m[0] == 1:
+            return _info(m)
+    raise _errors.NotFoundError(
+        "ferry: no live worker named %r; live: %s" % (worker_name, [i.name for i in workers()]),
+        _errors.NOT_FOUND)
+
+
+def worker_info_by_id(worker_id):
+    for m in current().members():
+        if m[1] == worker_id:
+            return _info(m)
+    return WorkerInfo("#%d" % worker_id, worker_id)
+
+
+def wait_for_workers(n, timeout=60.0):
+    """Waits until at least n workers (this one included) are alive."""
+    current().wait_for_workers(n, timeout_ms(timeout))
+
+
+def on_membership(callback):
+    """callback(WorkerInfo, event), event "joined", "left" (gracefully) or
+    "gone" (died or unreachable), on ferry's callback thread."""
+    _listeners.append(callback)
+
+
+def on_join(callback):
+    on_membership(lambda info, event: event == "joined" and callback(info))
+
+
+def on_leave(callback):
+    on_membership(lambda info, event: event != "joined" and callback(info))
+
+
+def _on_membership(state, id_, incarnation, name, transport):
+    info = WorkerInfo(name, id_, transport, incarnation)
+    for cb in list(_listeners):
+        cb(info, _EVENTS.get(state, "unknown"))
+
+
+# ---- calls --------------------------------------------------------------------
+
+def _target(to):
+    if isinstance(to, WorkerInfo):
+        return to.name
+    if isinstance(to, int):
+        return "#%d" % to
+    if isinstance(to, str):
+        return to
+    raise TypeError("ferry: `to` is a worker name, id or WorkerInfo, not %s" % type(to).__name__)
+
+
+def _encode(func, args, kwargs):
+    if isinstance(func, str):
+        return _encode_raw(args)
+    if not callable(func):
+        raise TypeError("ferry: func must be a callable or a registered function's name")
+    return _pickling.dumps((func, tuple(args), kwargs or {}), _RRef)
+
+
+def _encode_raw(parts):
+    """A raw payload from (bytes?, tensors..., RRefs...)."""
+    RRef = _RRef
+    data, tensors, rrefs = b"", [], []
+    for i, part in enumerate(parts):
+        if isinstance(part, (bytes, bytearray, memoryview)):
+            if data:
+                raise ValueError("ferry: a raw payload has one bytes part; part %d is a second" % i)
+            data = bytes(part)
+        elif isinstance(part, RRef):
+            rrefs.append(part._handle())
+        else:
+            # One tensor, exported as a pickled call would export it.
+            p = _pickling._Pickler(io.BytesIO(), RRef)
+            if p._export(part) is None:
+                raise TypeError("ferry: part %d of a raw payload (%s) is not bytes, a tensor "
+                                "or an RRef" % (i, type(part).__name__))
+            tensors.extend(p.tensors)
+    return data, tensors, rrefs
+
+
+def _make_rref(handle, py):
+    return _RRef(_handle=handle, _py=py)
+
+
+def _decode(message):
+    return _pickling.loads(message, _make_rref)
+
+
+def decode_raw(message):
+    tensors = [message.take_numpy(i) for i in range(message.num_tensors())]
+    rrefs = [_RRef(_handle=message.take_rref(i), _py=False) for i in range(message.num_rrefs())]
+    return Raw(message.data(), tensors, rrefs)
+
+
+_self_names = ()  # this worker's name, id and "#id": set by init_rpc
+
+
+def _is_self(to):
+    if isinstance(to, WorkerInfo):
+        to = to.name
+    return to in _self_names
+
+
+def _run_here(func, args, kwargs):
+    """A Python call to this worker itself: ferry's core refuses self-calls
+    (there is no wire to cross), so it runs here, as torch runs them."""
+    if isinstance(func, str):
+        raise _errors.InvalidArgumentError(
+            "ferry: calling %r on this worker itself by name: call the function directly"
+            % func, _errors.INVALID_ARGUMENT)
+    result = func(*args, **(kwargs or {}))
+    if getattr(func, "_ferry_async_execution", False):
+        result = result.wait() if isinstance(result, Future) else result.value()
+    return result
+
+
+def _start(to, func, args, kwargs, timeout):
+    data, tensors, rrefs = _encode(func, args, kwargs)
+    name = func if isinstance(func, str) else CALL
+    handle = current().rpc_async(_target(to), name, data, tensors, rrefs, timeout_ms(timeout))
+    return handle, (decode_raw if isinstance(func, str) else _decode)
+
+
+def rpc_sync(to, func, args=(), kwargs=None, timeout=None, rrefs=None):
+    """Runs func(*args, **kwargs) on `to` and returns its result."""
+    if rrefs is not None:  # internal: a FETCH
+        handle = current().rpc_async(_target(to), func, b"", [],
+                                     [r._handle() for r in rrefs], timeout_ms(timeout))
+        decode = _decode
+    elif _is_self(to):
+        return _run_here(func, args, kwargs)
+    else:
+        handle, decode = _start(to, func, args, kwargs, timeout)
+    handle.wait(_FOREVER_MS)  # the call's own deadline ends it
+    code, message = handle.status()
+    if code != _errors.OK:
+        raise _errors.from_status(code, message)
+    return decode(handle.take())
+
+
+def rpc_async(to, func, args=(), kwargs=None, timeout=None):
+    """Runs func(*args, **kwargs) on `to`; returns a Future of its result."""
+    if _is_self(to):
+        fut = Future()
+        try:
+            fut.set_result(_run_here(func, args, kwargs))
+        except BaseException as e:  # noqa: B036 - delivered through the future
+            fut.set_exception(e)
+        return fut
+    handle, decode = _start(to, func, args, kwargs, timeout)
+    return Future(handle, decode)
+
+
+def remote(to, func, args=(), kwargs=None, timeout=None):
+    """Runs func(*args, **kwargs) on `to`, keeps the result there, and
+    returns an RRef to it at once. The timeout bounds the call; a failure
+    surfaces in to_here()."""
+    RRef = _RRef
+    current()
+    if _is_self(to):
+        return RRef(_run_here(func, args, kwargs))
+    data, tensors, rrefs = _encode(func, args, kwargs)
+    raw = isinstance(func, str)
+    handle = current().remote(_target(to), func if raw else REMOTE, data, tensors, rrefs,
+                              timeout_ms(timeout))
+    return RRef(_handle=handle, _py=not raw)
+
+
+# The proxies' entry points (RRef.rpc_sync().method(...)).
+def rpc_sync_fn(to, func, args, timeout):
+    return rpc_sync(to, func, args, timeout=timeout)
+
+
+def rpc_async_fn(to, func, args, timeout):
+    return rpc_async(to, func, args, timeout=timeout)
+
+
+def remote_fn(to, func, args, timeout):
+    return remote(to, func, args, timeout=timeout)
+
+
+# ---- serving ------------------------------------------------------------------
+
+def holder(value):
+    return _ferry.holder_tensor(value)
+
+
+def _fail(call, exc):
+    status = getattr(exc, "_ferry_status", None)
+    if status is not None:  # a ferry failure passing through: keep it as it is
+        call.fail(*status)
+        return
+    w = _worker
+    name = w.name() if w is not None else "?"
+    call.fail(_errors.UNKNOWN, _errors.encode_remote_exception(exc, name))
+
+
+def _reply_value(call, value):
+    try:
+        data, tensors, rrefs = _pickling.dumps(value, _RRef)
+    except BaseException as e:  # noqa: B036 - answered, not swallowed
+        _fail(call, e)
+        return
+    call.reply(data, tensors, rrefs)
+
+
+# The bytes of a Python-held RRef value (module.cc: RRefLocalValue).
+HELD = b"FPYH"
+
+
+def _reply_held(call, value):
+    call.reply(HELD, [holder(value)], [])
+
+
+def _run(call, message, reply):
+    try:
+        func, args, kwargs = _decode(message)
+        result = func(*args, **kwargs)
+    except BaseException as e:  # noqa: B036
+        _fail(call, e)
+        return
+    if not getattr(func, "_ferry_async_execution", False):
+        reply(call, result)
+        return
+    if not hasattr(result, "add_done_callback"):
+        _fail(call, TypeError("ferry: %s is an async_execution function and must return a "
+                              "Future, not %s" % (func.__qualname__, type(result).__name__)))
+        return
+
+    def answer(fut):
+        try:
+            value = fut.value()
+        except BaseException as e:  # noqa: B036
+            _fail(call, e)
+            return
+        reply(call, value)
+
+    result.add_done_callback(answer)
+
+
+def _serve_call(call, message):
+    _run(call, message, _reply_value)
+
+
+def _serve_remote(call, message):
+    _run(call, message, _reply_held)
+
+
+def _serve_fetch(call, message):
+    try:
+        rref = _RRef(_handle=message.take_rref(0), _py=True)
+        value = rref.local_value(timeout=0)  # the caller's deadline bounds it
+    except BaseException as e:  # noqa: B036
+        _fail(call, e)
+        return
+    _reply_value(call, value)
+
+
+# ---- functions by name (C and C++ interop) -----------------------------------
+
+def register(name, func):
+    """Registers func under `name`, callable by name from any language:
+    func(data: bytes, tensors: list of numpy arrays) returns bytes, a list
+    of tensors, (bytes, tensors), a Raw, or None."""
+
+    def serve(call, message):
+        try:
+            args = decode_raw(message)
+            result = func(args.data, list(args.tensors))
+            data, tensors, rrefs = _encode_raw(_raw_parts(result))
+        except BaseException as e:  # noqa: B036
+            _fail(call, e)
+            return
+        call.reply(data, tensors, rrefs)
+
+    current().register(name, serve, True)
+
+
+def _raw_parts(result):
+    if result is None:
+        return ()
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        return (result,)
+    if isinstance(result, Raw):
+        return (result.data, *result.tensors, *result.rrefs)
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (list, tuple)):
+        return (result[0], *result[1])
+    if isinstance(result, list):
+        return tuple(result)
+    return (result,)
+
+
+def stats():
+    """Counters of this worker (RRefs, pending calls, refused connections)."""
+    return current().stats()

@@ -1,0 +1,101 @@
+"""ferry.RRef: a remote reference, torch.distributed.rpc.RRef's interface.
+
+The counting (owner and users, forks, guarantees G1 and G2, deletion when
+no holder remains) is the core's (docs/protocol.md); this class adds the
+Python view. On its owner, an RRef made by Python holds the live object
+itself (not a pickled copy): local_value() returns that object, and a
+method called through rref.rpc_sync().method() mutates it in place. A user
+fetching it (to_here) asks the owner for a pickled copy of the object as it
+is now.
+"""
+
+from . import _agent
+
+HELD = _agent.HELD
+
+
+class RRef:
+    def __init__(self, value=None, *, _handle=None, _py=True):
+        """RRef(value) wraps a local value as an RRef this worker owns."""
+        if _handle is None:
+            _handle = _agent.current().create_rref(HELD, [_agent.holder(value)], [])
+        self.__handle = _handle
+        self._py = _py  # the owner holds a Python object (not C bytes)
+
+    def _handle(self):
+        return self.__handle
+
+    # ---- identity ----------------------------------------------------
+    def is_owner(self):
+        return self.__handle.is_owner()
+
+    def owner(self):
+        """The owner's WorkerInfo."""
+        return _agent.worker_info_by_id(self.__handle.owner_id())
+
+    def owner_name(self):
+        return self.owner().name
+
+    def confirmed_by_owner(self):
+        """True on the owner; on a user, once the owner acknowledged this
+        fork (the remote() call answered, or the fork's notice acknowledged)."""
+        return self.__handle.confirmed_by_owner()
+
+    def __repr__(self):
+        rref_id, fork_id = self.__handle.ids()
+        kind = "OwnerRRef" if self.is_owner() else "UserRRef"
+        return "%s(rref_id=%s, fork_id=%s)" % (kind, rref_id, fork_id)
+
+    # ---- the value ---------------------------------------------------
+    def local_value(self, timeout=None):
+        """On the owner: the value itself (waits for a remote() still
+        running). Raises on a user, as torch does."""
+        if not self.is_owner():
+            raise RuntimeError(
+                "ferry: local_value() is for the owner (%s); call to_here() on a user"
+                % self.owner_name())
+        data, value = self.__handle.local_value(_agent.timeout_ms(timeout))
+        if isinstance(value, list):  # made in C: its bytes and tensors
+            return _agent.Raw(data, value)
+        return value
+
+    def to_here(self, timeout=None):
+        """A copy of the value, fetched from the owner (the value itself on
+        the owner)."""
+        if self.is_owner():
+            return self.local_value(timeout)
+        if not self._py:
+            message = self.__handle.to_here(_agent.timeout_ms(timeout))
+            return _agent.decode_raw(message)
+        return _agent.rpc_sync(self.owner().name, _agent.FETCH, rrefs=[self],
+                               timeout=timeout)
+
+    # ---- proxies: rref.rpc_sync().method(*args) on the owner ----------
+    def rpc_sync(self, timeout=None):
+        return _Proxy(self, _agent.rpc_sync_fn, timeout)
+
+    def rpc_async(self, timeout=None):
+        return _Proxy(self, _agent.rpc_async_fn, timeout)
+
+    def remote(self, timeout=None):
+        return _Proxy(self, _agent.remote_fn, timeout)
+
+    def __reduce__(self):
+        raise TypeError("ferry: an RRef travels only as an argument or result of a "
+                        "ferry call (pickled by ferry, not by plain pickle)")
+
+
+def _call_method(rref, method, args, kwargs):
+    """Runs on the owner: the proxies' remote end."""
+    return getattr(rref.local_value(), method)(*args, **kwargs)
+
+
+class _Proxy:
+    def __init__(self, rref, call, timeout):
+        self._rref, self._call, self._timeout = rref, call, timeout
+
+    def __getattr__(self, method):
+        def invoke(*args, **kwargs):
+            return self._call(self._rref.owner().name, _call_method,
+                              (self._rref, method, args, kwargs), self._timeout)
+        return invoke

@@ -1,0 +1,146 @@
+"""Functions the tests call on worker processes. Module-level, so they go
+by reference; importable on both sides (the tests' directory is on the
+path of the test process and of every worker it starts)."""
+
+import os
+import signal
+import threading
+
+import numpy as np
+
+import ferry
+
+STOP = threading.Event()
+_gate = threading.Event()
+
+
+def stop():
+    STOP.set()
+
+
+def add(a, b):
+    return a + b
+
+
+def slow_add(a, b, seconds):
+    """A handler that takes a while (work, not synchronisation)."""
+    import time
+
+    time.sleep(seconds)
+    return a + b
+
+
+def echo(x):
+    return x
+
+
+def whoami():
+    return ferry.get_worker_info().name
+
+
+def describe(x):
+    """What arrived: its type and, for arrays, writability and dtype."""
+    if isinstance(x, np.ndarray):
+        return ("numpy", str(x.dtype), x.shape, x.flags.writeable)
+    return (type(x).__module__ + "." + type(x).__name__,)
+
+
+def fail_with(kind, text):
+    raise {"value": ValueError, "key": KeyError, "custom": CustomError}[kind](text)
+
+
+class CustomError(Exception):
+    pass
+
+
+class Unconstructible(Exception):
+    def __init__(self, a, b):
+        super().__init__(a, b)
+
+
+def fail_unconstructible():
+    raise Unconstructible(1, 2)
+
+
+def wait_gate(timeout):
+    """Blocks until release_gate() runs (or timeout): a call that stays
+    pending, without sleeping a fixed time."""
+    return _gate.wait(timeout)
+
+
+def release_gate():
+    _gate.set()
+
+
+def kill_self():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def call_other(to, func, args):
+    """A nested, blocking call from inside a handler."""
+    return ferry.rpc_sync(to, func, args=args)
+
+
+@ferry.functions.async_execution
+def async_add_via(to, a, b):
+    return ferry.rpc_async(to, add, args=(a, b)).then(lambda f: f.value() * 10)
+
+
+@ferry.functions.async_execution
+def async_not_a_future():
+    return 42
+
+
+class Counter:
+    def __init__(self, start=0):
+        self.value = start
+
+    def increment(self, by=1):
+        self.value += by
+        return self.value
+
+    def get(self):
+        return self.value
+
+
+def counter_get(rref):
+    """Runs where it is sent: reads an RRef (a fork when not the owner)."""
+    return rref.to_here().value
+
+
+def rref_owner_name(rref):
+    return rref.owner_name()
+
+
+def make_rref(value):
+    """Returns an RRef this worker owns."""
+    return ferry.RRef(value)
+
+
+def stats():
+    return ferry.stats()
+
+
+def sum_tensors(tree):
+    """Sums every array in a nested structure (dicts, lists, tuples)."""
+    if isinstance(tree, dict):
+        return sum(sum_tensors(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return sum(sum_tensors(v) for v in tree)
+    return float(tree.sum()) if hasattr(tree, "sum") else float(tree)
+
+
+def is_same_object(a, b):
+    return a is b
+
+
+def torch_describe(t):
+    import torch
+
+    return (isinstance(t, torch.Tensor), str(t.dtype), tuple(t.shape), bool(t.requires_grad))
+
+
+def shutdown_soon():
+    """Leaves gracefully from a helper thread (a handler cannot wait for
+    its own call to be answered)."""
+    threading.Thread(target=STOP.set).start()
