@@ -24,7 +24,6 @@
 #include "config.h"
 #include "conn.h"
 #include "endpoint.h"
-#include "event_queue.h"
 #include "fd_hygiene.h"
 #include "handle_table.h"
 #include "messages.h"
@@ -33,6 +32,8 @@
 #include "registration.h"
 #include "status.h"
 #include "wakeup.h"
+
+#include "ferry_plugin/event_queue.h"
 
 #include <ferry/transport.h>
 #include <rdma/fi_eq.h>
@@ -46,6 +47,9 @@
 #include <vector>
 
 namespace ferry_fabric {
+
+using QueuedEvent = ferry_plugin::QueuedEvent<Conn>;
+using EventQueue = ferry_plugin::EventQueue<Conn>;
 
 class Context {
  public:
@@ -284,9 +288,6 @@ class Context {
   ReadOp* free_read_ops_ = nullptr;
 
   EventQueue events_;
-  // Messages of the events returned by the last progress(): they must live
-  // until the next one. A deque keeps each string where it is.
-  std::deque<std::string> delivered_messages_;
 };
 
 }  // namespace ferry_fabric

@@ -34,7 +34,7 @@ Status Context::Progress(ferry_progress_args_t* args) {
                  static_cast<unsigned long long>(args->event_stride));
   }
   FreeRetired();
-  delivered_messages_.clear();
+  events_.ForgetDelivered();
   ReadCq();
   if (resend_head_ != nullptr) DrainResends();
   if (!pending_control_.empty()) DrainPendingControl();
@@ -120,52 +120,23 @@ void Context::HandleCqError() {
 }
 
 uint32_t Context::Deliver(ferry_progress_args_t* args) {
-  const size_t stride = static_cast<size_t>(args->event_stride);
-  const size_t size = std::min(stride, sizeof(ferry_event_t));
-  uint32_t count = 0;
-  while (count < args->max_events && !events_.Empty()) {
-    QueuedEvent& q = events_.Front();
-    if (q.suppressed) {
-      events_.Pop();
-      continue;
-    }
-    ferry_event_t ev{};
-    ev.struct_size = static_cast<uint32_t>(size);
-    ev.type = q.type;
-    ev.status = q.status;
-    ev.num_segments = q.num_segments;
-    ev.conn = reinterpret_cast<ferry_conn_t*>(q.conn);
-    ev.user_data = q.user_data;
-    ev.conn_user_data = q.conn != nullptr ? q.conn->user_data : nullptr;
-    if (!q.message.empty()) {
-      delivered_messages_.push_back(std::move(q.message));
-      ev.message = delivered_messages_.back().c_str();
-    } else {
-      ev.message = "";
-    }
-    ev.msg_id = q.msg_id;
-    ev.header = q.header;
-    ev.header_len = q.header_len;
-    ev.segments = q.segments;
-    ev.segment_stride = q.segments != nullptr ? sizeof(ferry_arrival_segment_t) : 0;
-    std::memcpy(reinterpret_cast<char*>(args->events) + stride * count, &ev,
-                size);
-    Conn* conn = q.conn;
-    const int32_t type = q.type;
-    events_.Pop();
-    ++count;
-    if (type == FERRY_EV_CLOSED) {
-      // The handle is invalid for the host from now on; free it at the start
-      // of the next progress(), after the host is done with this batch.
-      auto it = std::find(all_conns_.begin(), all_conns_.end(), conn);
-      if (it != all_conns_.end()) {
-        *it = all_conns_.back();
-        all_conns_.pop_back();
-      }
-      retired_.push_back(conn);
-    }
-  }
-  return count;
+  return events_.Deliver(
+      args,
+      [](Conn* conn, ferry_event_t* ev) {
+        ev->conn = reinterpret_cast<ferry_conn_t*>(conn);
+        ev->conn_user_data = conn != nullptr ? conn->user_data : nullptr;
+      },
+      [this](Conn* conn, int32_t type) {
+        if (type != FERRY_EV_CLOSED) return;
+        // The handle is invalid for the host from now on; free it at the
+        // start of the next progress(), after the host is done with this batch.
+        auto it = std::find(all_conns_.begin(), all_conns_.end(), conn);
+        if (it != all_conns_.end()) {
+          *it = all_conns_.back();
+          all_conns_.pop_back();
+        }
+        retired_.push_back(conn);
+      });
 }
 
 void Context::FreeRetired() {

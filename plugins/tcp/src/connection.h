@@ -22,7 +22,6 @@
 //   kDead:    nothing more will be read.
 #pragma once
 
-#include "event_queue.h"
 #include "frame_parser.h"
 #include "message_encoder.h"
 #include "placement.h"

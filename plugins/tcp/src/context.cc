@@ -150,7 +150,7 @@ ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
               static_cast<unsigned long long>(args->event_stride)));
   }
   if (!retired_.empty()) FreeRetired();
-  if (!delivered_messages_.empty()) delivered_messages_.clear();
+  events_.ForgetDelivered();
   PollSockets(/*events_queued=*/!events_.Empty());
   if (!ready_.empty()) RunReady();
   uint32_t n = events_.Empty() ? 0 : Deliver(args);
@@ -209,62 +209,22 @@ void Context::RunReady() {
 }
 
 uint32_t Context::Deliver(ferry_progress_args_t* args) {
-  const size_t stride = static_cast<size_t>(args->event_stride);
-  const size_t size = std::min(stride, sizeof(ferry_event_t));
-  char* const base = static_cast<char*>(static_cast<void*>(args->events));
-  // The common case (the host's ferry_event_t is ours or a newer, larger
-  // one, in an aligned array): fill the host's slots in place. Otherwise
-  // build each event here and copy the part the host's smaller struct has.
-  const bool in_place =
-      stride >= sizeof(ferry_event_t) &&
-      stride % alignof(ferry_event_t) == 0 &&
-      reinterpret_cast<uintptr_t>(base) % alignof(ferry_event_t) == 0;
-  ferry_event_t local;
-  uint32_t count = 0;
-  while (count < args->max_events && !events_.Empty()) {
-    QueuedEvent& q = events_.Front();
-    if (q.suppressed) {
-      events_.Pop();
-      continue;
-    }
-    ferry_event_t* ev =
-        in_place ? reinterpret_cast<ferry_event_t*>(base + stride * count)
-                 : &local;
-    Conn* conn = q.conn;
-    const int32_t type = q.type;
-    ev->struct_size = static_cast<uint32_t>(size);
-    ev->type = type;
-    ev->status = q.status;
-    ev->num_segments = q.num_segments;
-    ev->conn = conn != nullptr ? ToHandle(conn) : nullptr;
-    ev->user_data = q.user_data;
-    ev->conn_user_data = conn != nullptr ? conn->user_data() : nullptr;
-    if (!q.message.empty()) {
-      delivered_messages_.push_back(std::move(q.message));
-      ev->message = delivered_messages_.back().c_str();
-    } else {
-      ev->message = "";
-    }
-    ev->msg_id = q.msg_id;
-    ev->header = q.header;
-    ev->header_len = q.header_len;
-    ev->segments = q.segments;
-    ev->segment_stride =
-        type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
-    if (!in_place) std::memcpy(base + stride * count, &local, size);
-    events_.Pop();
-    ++count;
-    // Hooks run after the event left the queue (they may schedule work).
-    if (type == FERRY_EV_ACCEPTED) {
-      conn->OnAcceptDelivered();
-    } else if (type == FERRY_EV_CLOSED) {
-      // The handle is invalid for the host from now on; free it at the
-      // start of the next progress(), after the host is done with this batch.
-      conns_.erase(conn);
-      retired_.push_back(conn);
-    }
-  }
-  return count;
+  return events_.Deliver(
+      args,
+      [](Conn* conn, ferry_event_t* ev) {
+        ev->conn = conn != nullptr ? ToHandle(conn) : nullptr;
+        ev->conn_user_data = conn != nullptr ? conn->user_data() : nullptr;
+      },
+      [this](Conn* conn, int32_t type) {
+        if (type == FERRY_EV_ACCEPTED) {
+          conn->OnAcceptDelivered();
+        } else if (type == FERRY_EV_CLOSED) {
+          // The handle is invalid for the host from now on; free it at the
+          // start of the next progress(), after the host is done with this batch.
+          conns_.erase(conn);
+          retired_.push_back(conn);
+        }
+      });
 }
 
 void Context::UpdateWakeup() {

@@ -31,11 +31,12 @@
 
 #include "config.h"
 #include "context_mutex.h"
-#include "event_queue.h"
 #include "frame_parser.h"
 #include "pollable.h"
 #include "send_op.h"
 #include "status.h"
+
+#include "ferry_plugin/event_queue.h"
 
 #include <ferry/transport.h>
 
@@ -51,6 +52,9 @@ namespace ferry_tcp {
 
 class Conn;
 class Listener;
+
+using QueuedEvent = ferry_plugin::QueuedEvent<Conn>;
+using EventQueue = ferry_plugin::EventQueue<Conn>;
 
 class Context {
  public:
@@ -131,9 +135,6 @@ class Context {
   uint32_t poll_tick_ = 0;
 
   EventQueue events_;
-  // Messages of the events returned by the last progress(): they must live
-  // until the next one. A deque keeps each string where it is.
-  std::deque<std::string> delivered_messages_;
 
   std::unordered_set<Conn*> conns_;
   std::unordered_set<Listener*> listeners_;
