@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "ferry_plugin/params.h"
+
 #include "prng.h"
 
 #include <unistd.h>
@@ -14,38 +16,17 @@ namespace {
 
 constexpr uint64_t kMaxDelayUs = 60ull * 1000 * 1000;  // a minute
 
-std::string EnvName(const char* key) {
-  std::string s = "FERRY_CHAOS_";
-  for (const char* p = key; *p != '\0'; ++p) {
-    s += (*p >= 'a' && *p <= 'z') ? static_cast<char>(*p - 'a' + 'A') : *p;
-  }
-  return s;
-}
-
-// The raw text of parameter `key`; false when unset.
+// The text of parameter `key` (an over-long one cut: its parse complains);
+// false when unset.
 bool RawParam(const char* key, std::string* out) {
-  const ferry_host_services_t* host = HostServices();
-  if (host == nullptr ||
-      !FERRY_FIELD_PRESENT(host, ferry_host_services_t, get_param) ||
-      host->get_param == nullptr) {
-    return false;
-  }
-  char buf[1024];
-  int64_t n = host->get_param(host->host_ctx, kPluginName, key, buf, sizeof buf);
-  if (n < 0) return false;
-  if (static_cast<uint64_t>(n) >= sizeof buf) {
-    *out = std::string(buf);  // cut: the caller's parse will complain
-    return true;
-  }
-  *out = std::string(buf, static_cast<size_t>(n));
-  return true;
+  return ferry_plugin::GetParamText(key, out) != ferry_plugin::ParamText::kUnset;
 }
 
 Status Invalid(const char* key, const std::string& value, const char* want) {
   return Error(FERRY_INVALID_ARGUMENT,
                "chaos: parameter %s='%s' is not %s (set %s or the in-process "
                "setting chaos.%s)",
-               key, value.c_str(), want, EnvName(key).c_str(), key);
+               key, value.c_str(), want, ferry_plugin::ParamEnvName(key).c_str(), key);
 }
 
 // Unsigned integer parameter in [lo, hi]; `*out` keeps its value when unset.

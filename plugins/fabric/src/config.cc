@@ -2,6 +2,8 @@
 
 #include "log.h"
 
+#include "ferry_plugin/params.h"
+
 #include <ferry/transport.h>
 
 #include <cstring>
@@ -9,53 +11,17 @@
 namespace ferry_fabric {
 namespace {
 
+using ferry_plugin::IntParam;
+using ferry_plugin::StringParam;
+
 constexpr const char* kPlugin = "fabric";
-
-bool RawParam(const char* key, std::string* out) {
-  const ferry_host_services_t* host = HostServices();
-  if (host == nullptr ||
-      !FERRY_FIELD_PRESENT(host, ferry_host_services_t, get_param) ||
-      host->get_param == nullptr) {
-    return false;
-  }
-  char buf[512];
-  int64_t n = host->get_param(host->host_ctx, kPlugin, key, buf, sizeof buf);
-  if (n < 0) return false;
-  if (static_cast<uint64_t>(n) >= sizeof buf) {
-    FAB_LOG(FERRY_LOG_WARN, "parameter %s is longer than %zu bytes; ignored",
-            key, sizeof buf - 1);
-    return false;
-  }
-  *out = std::string(buf, static_cast<size_t>(n));
-  return true;
-}
-
-std::string StringParam(const char* key, const std::string& fallback) {
-  std::string v;
-  return RawParam(key, &v) ? v : fallback;
-}
-
-uint64_t IntParam(const char* key, uint64_t fallback, uint64_t lo,
-                  uint64_t hi) {
-  int64_t v = ferry_host_param_int(HostServices(), kPlugin, key,
-                                   static_cast<int64_t>(fallback));
-  uint64_t clamped = v < 0 ? lo : static_cast<uint64_t>(v);
-  if (clamped < lo) clamped = lo;
-  if (clamped > hi) clamped = hi;
-  if (v < 0 || static_cast<uint64_t>(v) != clamped) {
-    FAB_LOG(FERRY_LOG_WARN,
-            "parameter %s=%lld is outside [%llu, %llu]; using %llu "
-            "(FERRY_FABRIC_* or the in-process setting)",
-            key, static_cast<long long>(v), static_cast<unsigned long long>(lo),
-            static_cast<unsigned long long>(hi),
-            static_cast<unsigned long long>(clamped));
-  }
-  return clamped;
-}
 
 Tristate TristateParam(const char* key) {
   std::string v;
-  if (!RawParam(key, &v) || v.empty() || v == "auto") return Tristate::kAuto;
+  if (ferry_plugin::GetParamText(key, &v) != ferry_plugin::ParamText::kSet || v.empty() ||
+      v == "auto") {
+    return Tristate::kAuto;
+  }
   if (v == "1" || v == "on" || v == "yes" || v == "true") return Tristate::kOn;
   if (v == "0" || v == "off" || v == "no" || v == "false") return Tristate::kOff;
   FAB_LOG(FERRY_LOG_WARN, "parameter %s='%s' is not auto/on/off; using auto",

@@ -3,6 +3,8 @@
 #include "log.h"
 #include "shm_layout.h"
 
+#include "ferry_plugin/params.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,23 +18,13 @@ constexpr const char* kPlugin = "shm";
 constexpr uint64_t kMinRing = 1ull << 20;
 constexpr uint64_t kMaxRing = 1ull << 30;
 
-// The raw string of parameter `key`; false when unset.
+// The text of parameter `key` (an over-long one cut); false when unset.
 bool GetParam(const char* key, std::string* out) {
-  const ferry_host_services_t* host = HostServices();
-  if (host == nullptr || !FERRY_FIELD_PRESENT(host, ferry_host_services_t, get_param) ||
-      host->get_param == nullptr) {
-    return false;
-  }
-  char buf[512];
-  int64_t n = host->get_param(host->host_ctx, kPlugin, key, buf, sizeof buf);
-  if (n < 0) return false;
-  out->assign(buf);
-  return true;
+  return ferry_plugin::GetParamText(key, out) != ferry_plugin::ParamText::kUnset;
 }
 
 Status BadValue(const char* key, const std::string& value, const char* want) {
-  std::string env = "FERRY_SHM_";
-  for (const char* p = key; *p; ++p) env += static_cast<char>(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+  const std::string env = ferry_plugin::ParamEnvName(key);
   return Error(FERRY_INVALID_ARGUMENT,
                "shm: parameter '%s' (%s) is '%s'; expected %s", key, env.c_str(),
                value.c_str(), want);

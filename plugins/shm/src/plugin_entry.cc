@@ -221,6 +221,7 @@ extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(
         args->struct_size >= FERRY_STRUCT_SIZE(ferry_negotiate_args_t, host)) {
       ferry_shm::SetHostServices(args->host);
     }
+    ferry_plugin::SetPluginName("shm");  // parameters are read under this name
     return ferry_plugin_negotiate(args, "shm", kVersion, 1, FERRY_TRANSPORT_ABI_MINOR,
                                   FERRY_FEATURE_MULTI_CONTEXT, &kVtable);
   } catch (...) {

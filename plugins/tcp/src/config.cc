@@ -4,52 +4,14 @@
 #include "status.h"
 #include "wire.h"
 
+#include "ferry_plugin/params.h"
+
 #include <ferry/transport.h>
 
 namespace ferry_tcp {
-namespace {
 
-constexpr const char* kPlugin = "tcp";
-
-// Reads integer parameter `key`, clamped to [lo, hi] (a warning names the
-// environment variable so the user can fix it).
-uint64_t IntParam(const char* key, uint64_t fallback, uint64_t lo,
-                  uint64_t hi) {
-  int64_t v = ferry_host_param_int(HostServices(), kPlugin, key,
-                                   static_cast<int64_t>(fallback));
-  uint64_t clamped = v < 0 ? lo : static_cast<uint64_t>(v);
-  if (clamped < lo) clamped = lo;
-  if (clamped > hi) clamped = hi;
-  if (v < 0 || static_cast<uint64_t>(v) != clamped) {
-    TCP_LOG(FERRY_LOG_WARN,
-            "parameter %s=%lld is outside [%llu, %llu]; using %llu "
-            "(FERRY_TCP_%s or the in-process setting)",
-            key, static_cast<long long>(v), static_cast<unsigned long long>(lo),
-            static_cast<unsigned long long>(hi),
-            static_cast<unsigned long long>(clamped), key);
-  }
-  return clamped;
-}
-
-std::string StringParam(const char* key, const std::string& fallback) {
-  const ferry_host_services_t* host = HostServices();
-  if (host == nullptr ||
-      !FERRY_FIELD_PRESENT(host, ferry_host_services_t, get_param) ||
-      host->get_param == nullptr) {
-    return fallback;
-  }
-  char buf[512];
-  int64_t n = host->get_param(host->host_ctx, kPlugin, key, buf, sizeof buf);
-  if (n < 0) return fallback;
-  if (static_cast<uint64_t>(n) >= sizeof buf) {
-    TCP_LOG(FERRY_LOG_WARN, "parameter %s is longer than %zu bytes; ignored",
-            key, sizeof buf - 1);
-    return fallback;
-  }
-  return std::string(buf, static_cast<size_t>(n));
-}
-
-}  // namespace
+using ferry_plugin::IntParam;
+using ferry_plugin::StringParam;
 
 Config LoadConfig(uint32_t init_flags) {
   Config c;
