@@ -298,21 +298,28 @@ def _start(to, func, args, kwargs, timeout):
     return handle, (decode_raw if isinstance(func, str) else _decode)
 
 
-def rpc_sync(to, func, args=(), kwargs=None, timeout=None, rrefs=None):
-    """Runs func(*args, **kwargs) on `to` and returns its result."""
-    if rrefs is not None:  # internal: a FETCH
-        handle = current().rpc_async(_target(to), func, b"", [],
-                                     [r._handle() for r in rrefs], timeout_ms(timeout))
-        decode = _decode
-    elif _is_self(to):
-        return _run_here(func, args, kwargs)
-    else:
-        handle, decode = _start(to, func, args, kwargs, timeout)
-    handle.wait(_FOREVER_MS)  # the call's own deadline ends it
+def _result(handle, decode):
+    """Waits for a call (its own deadline ends it) and returns its value."""
+    handle.wait(_FOREVER_MS)
     code, message = handle.status()
     if code != _errors.OK:
         raise _errors.from_status(code, message)
     return decode(handle.take())
+
+
+def rpc_sync(to, func, args=(), kwargs=None, timeout=None):
+    """Runs func(*args, **kwargs) on `to` and returns its result."""
+    if _is_self(to):
+        return _run_here(func, args, kwargs)
+    return _result(*_start(to, func, args, kwargs, timeout))
+
+
+def fetch(owner, rref, timeout):
+    """A copy of the live object a Python-held RRef refers to, pickled by
+    its owner as it is now (FETCH)."""
+    handle = current().rpc_async(_target(owner), FETCH, b"", [], [rref._handle()],
+                                 timeout_ms(timeout))
+    return _result(handle, _decode)
 
 
 def rpc_async(to, func, args=(), kwargs=None, timeout=None):
@@ -332,28 +339,13 @@ def remote(to, func, args=(), kwargs=None, timeout=None):
     """Runs func(*args, **kwargs) on `to`, keeps the result there, and
     returns an RRef to it at once. The timeout bounds the call; a failure
     surfaces in to_here()."""
-    RRef = _RRef
-    current()
     if _is_self(to):
-        return RRef(_run_here(func, args, kwargs))
+        return _RRef(_run_here(func, args, kwargs))
     data, tensors, rrefs = _encode(func, args, kwargs)
     raw = isinstance(func, str)
     handle = current().remote(_target(to), func if raw else REMOTE, data, tensors, rrefs,
                               timeout_ms(timeout))
-    return RRef(_handle=handle, _py=not raw)
-
-
-# The proxies' entry points (RRef.rpc_sync().method(...)).
-def rpc_sync_fn(to, func, args, timeout):
-    return rpc_sync(to, func, args, timeout=timeout)
-
-
-def rpc_async_fn(to, func, args, timeout):
-    return rpc_async(to, func, args, timeout=timeout)
-
-
-def remote_fn(to, func, args, timeout):
-    return remote(to, func, args, timeout=timeout)
+    return _RRef(_handle=handle, _py=not raw)
 
 
 # ---- serving ------------------------------------------------------------------

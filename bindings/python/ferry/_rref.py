@@ -67,18 +67,17 @@ class RRef:
         if not self._py:
             message = self.__handle.to_here(_agent.timeout_ms(timeout))
             return _agent.decode_raw(message)
-        return _agent.rpc_sync(self.owner().name, _agent.FETCH, rrefs=[self],
-                               timeout=timeout)
+        return _agent.fetch(self.owner().name, self, timeout)
 
     # ---- proxies: rref.rpc_sync().method(*args) on the owner ----------
     def rpc_sync(self, timeout=None):
-        return _Proxy(self, _agent.rpc_sync_fn, timeout)
+        return _Proxy(self, _agent.rpc_sync, timeout)
 
     def rpc_async(self, timeout=None):
-        return _Proxy(self, _agent.rpc_async_fn, timeout)
+        return _Proxy(self, _agent.rpc_async, timeout)
 
     def remote(self, timeout=None):
-        return _Proxy(self, _agent.remote_fn, timeout)
+        return _Proxy(self, _agent.remote, timeout)
 
     def __reduce__(self):
         raise TypeError("ferry: an RRef travels only as an argument or result of a "
@@ -97,5 +96,5 @@ class _Proxy:
     def __getattr__(self, method):
         def invoke(*args, **kwargs):
             return self._call(self._rref.owner().name, _call_method,
-                              (self._rref, method, args, kwargs), self._timeout)
+                              (self._rref, method, args, kwargs), timeout=self._timeout)
         return invoke
