@@ -16,6 +16,7 @@
 namespace ferry_chaos {
 namespace {
 
+using ferry_plugin::ArgsOk;
 using ferry_plugin::BadArgs;
 using ferry_plugin::BadHandle;
 using ferry_plugin::CopyString;
@@ -88,10 +89,7 @@ ferry_status_t Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
   return Guarded("listen", err, [&]() -> Status {
     Context* ctx = CtxOf(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
-    if (args == nullptr || args->struct_size < FERRY_LISTEN_ARGS_STRUCT_SIZE) {
-      return BadArgs("listen", "ferry_listen_args_t", args ? args->struct_size : 0,
-                     FERRY_LISTEN_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("listen", args);
     std::lock_guard<std::mutex> lock(ctx->mutex());
     Listener* l = nullptr;
     Status st = ctx->Listen(*args, &l);
@@ -127,10 +125,7 @@ ferry_status_t Connect(ferry_context_t* handle, const ferry_connect_args_t* args
   return Guarded("connect", err, [&]() -> Status {
     Context* ctx = CtxOf(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
-    if (args == nullptr || args->struct_size < FERRY_CONNECT_ARGS_STRUCT_SIZE) {
-      return BadArgs("connect", "ferry_connect_args_t", args ? args->struct_size : 0,
-                     FERRY_CONNECT_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("connect", args);
     std::lock_guard<std::mutex> lock(ctx->mutex());
     Conn* c = nullptr;
     Status st = ctx->Connect(*args, &c);
@@ -154,10 +149,7 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
   return Guarded("send", err, [&]() -> Status {
     Conn* c = ConnOf(handle);
     if (c == nullptr) return BadHandle("send", "connection");
-    if (args == nullptr || args->struct_size < FERRY_SEND_ARGS_STRUCT_SIZE) {
-      return BadArgs("send", "ferry_send_args_t", args ? args->struct_size : 0,
-                     FERRY_SEND_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("send", args);
     Context* ctx = c->ctx;
     std::lock_guard<std::mutex> lock(ctx->mutex());
     Status st = ctx->Send(c, args);
@@ -171,10 +163,7 @@ ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
   return Guarded("place", err, [&]() -> Status {
     Conn* c = ConnOf(handle);
     if (c == nullptr) return BadHandle("place", "connection");
-    if (args == nullptr || args->struct_size < FERRY_PLACE_ARGS_STRUCT_SIZE) {
-      return BadArgs("place", "ferry_place_args_t", args ? args->struct_size : 0,
-                     FERRY_PLACE_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("place", args);
     Context* ctx = c->ctx;
     std::lock_guard<std::mutex> lock(ctx->mutex());
     Status st = ctx->Place(c, *args);
@@ -214,10 +203,7 @@ ferry_status_t Reg(ferry_context_t* handle, const ferry_reg_args_t* args,
   return Guarded("reg", err, [&]() -> Status {
     Context* ctx = CtxOf(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("reg", "context");
-    if (args == nullptr || args->struct_size < FERRY_REG_ARGS_STRUCT_SIZE) {
-      return BadArgs("reg", "ferry_reg_args_t", args ? args->struct_size : 0,
-                     FERRY_REG_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("reg", args);
     std::lock_guard<std::mutex> lock(ctx->mutex());
     return ctx->Reg(args, out);
   });

@@ -69,6 +69,35 @@ void GuardedVoid(const char* entry, Fn&& fn) noexcept {
 Status BadHandle(const char* entry, const char* what);
 // "<plugin>: send() needs a ferry_send_args_t with struct_size >= N (got M)"
 Status BadArgs(const char* entry, const char* type, uint32_t got, size_t need);
+// The argument structs whose size every plugin checks the same way: their
+// name (for messages) and the struct_size the ABI's first minor defines.
+template <typename Args>
+struct ArgsSpec;
+#define FERRY_PLUGIN_ARGS_SPEC(type, min_size)                     \
+  template <>                                                      \
+  struct ArgsSpec<type> {                                          \
+    static constexpr const char* kName = #type;                    \
+    static constexpr size_t kMinSize = (min_size);                 \
+  };
+FERRY_PLUGIN_ARGS_SPEC(ferry_listen_args_t, FERRY_LISTEN_ARGS_STRUCT_SIZE)
+FERRY_PLUGIN_ARGS_SPEC(ferry_connect_args_t, FERRY_CONNECT_ARGS_STRUCT_SIZE)
+FERRY_PLUGIN_ARGS_SPEC(ferry_send_args_t, FERRY_SEND_ARGS_STRUCT_SIZE)
+FERRY_PLUGIN_ARGS_SPEC(ferry_place_args_t, FERRY_PLACE_ARGS_STRUCT_SIZE)
+FERRY_PLUGIN_ARGS_SPEC(ferry_reg_args_t, FERRY_REG_ARGS_STRUCT_SIZE)
+#undef FERRY_PLUGIN_ARGS_SPEC
+
+// True when `args` is there and has at least the fields of ArgsSpec.
+template <typename Args>
+bool ArgsOk(const Args* args) {
+  return args != nullptr && args->struct_size >= ArgsSpec<Args>::kMinSize;
+}
+// BadArgs for `args` that are not ArgsOk.
+template <typename Args>
+Status BadArgs(const char* entry, const Args* args) {
+  return BadArgs(entry, ArgsSpec<Args>::kName, args != nullptr ? args->struct_size : 0,
+                 ArgsSpec<Args>::kMinSize);
+}
+
 // Copies `s` with its NUL into buf (listener_address, conn_peer_address);
 // RESOURCE_EXHAUSTED (and an empty string, when there is room for one) if
 // buf_len is too small.

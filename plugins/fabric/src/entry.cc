@@ -17,6 +17,7 @@
 namespace ferry_fabric {
 namespace {
 
+using ferry_plugin::ArgsOk;
 using ferry_plugin::BadArgs;
 using ferry_plugin::BadHandle;
 using ferry_plugin::CopyString;
@@ -100,10 +101,7 @@ ferry_status_t Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
   return Guarded("listen", err, [&]() -> Status {
     Context* ctx = ToContext(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
-    if (args == nullptr || args->struct_size < FERRY_LISTEN_ARGS_STRUCT_SIZE) {
-      return BadArgs("listen", "ferry_listen_args_t", args ? args->struct_size : 0,
-                     FERRY_LISTEN_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("listen", args);
     std::lock_guard<std::mutex> lock(ctx->mutex());
     Listener* l = nullptr;
     Status st = ctx->Listen(args->address, args->user_data, &l);
@@ -139,10 +137,7 @@ ferry_status_t Connect(ferry_context_t* handle, const ferry_connect_args_t* args
   return Guarded("connect", err, [&]() -> Status {
     Context* ctx = ToContext(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
-    if (args == nullptr || args->struct_size < FERRY_CONNECT_ARGS_STRUCT_SIZE) {
-      return BadArgs("connect", "ferry_connect_args_t", args ? args->struct_size : 0,
-                     FERRY_CONNECT_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("connect", args);
     std::lock_guard<std::mutex> lock(ctx->mutex());
     Conn* conn = nullptr;
     Status st = ctx->Connect(args->address, args->user_data, &conn);
@@ -166,10 +161,7 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
   return Guarded("send", err, [&]() -> Status {
     Conn* conn = ToConn(handle);
     if (conn == nullptr) return BadHandle("send", "connection");
-    if (args == nullptr || args->struct_size < FERRY_SEND_ARGS_STRUCT_SIZE) {
-      return BadArgs("send", "ferry_send_args_t", args ? args->struct_size : 0,
-                     FERRY_SEND_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("send", args);
     Context* ctx = conn->ctx;
     std::lock_guard<std::mutex> lock(ctx->mutex());
     Status st = ctx->Send(conn, *args);
@@ -183,10 +175,7 @@ ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
   return Guarded("place", err, [&]() -> Status {
     Conn* conn = ToConn(handle);
     if (conn == nullptr) return BadHandle("place", "connection");
-    if (args == nullptr || args->struct_size < FERRY_PLACE_ARGS_STRUCT_SIZE) {
-      return BadArgs("place", "ferry_place_args_t", args ? args->struct_size : 0,
-                     FERRY_PLACE_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("place", args);
     Context* ctx = conn->ctx;
     std::lock_guard<std::mutex> lock(ctx->mutex());
     Status st = ctx->Place(conn, *args);

@@ -20,6 +20,7 @@
 namespace ferry_tcp {
 namespace {
 
+using ferry_plugin::ArgsOk;
 using ferry_plugin::BadArgs;
 using ferry_plugin::BadHandle;
 using ferry_plugin::CopyString;
@@ -95,10 +96,7 @@ ferry_status_t Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
   return Guarded("listen", err, [&]() -> Status {
     Context* ctx = FromHandle(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
-    if (args == nullptr || args->struct_size < FERRY_LISTEN_ARGS_STRUCT_SIZE) {
-      return BadArgs("listen", "ferry_listen_args_t",
-                     args ? args->struct_size : 0, FERRY_LISTEN_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("listen", args);
     std::lock_guard<ContextMutex> lock(ctx->mutex());
     Listener* listener = nullptr;
     Status st = ctx->Listen(args->address, args->user_data, &listener);
@@ -134,11 +132,7 @@ ferry_status_t Connect(ferry_context_t* handle, const ferry_connect_args_t* args
   return Guarded("connect", err, [&]() -> Status {
     Context* ctx = FromHandle(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
-    if (args == nullptr || args->struct_size < FERRY_CONNECT_ARGS_STRUCT_SIZE) {
-      return BadArgs("connect", "ferry_connect_args_t",
-                     args ? args->struct_size : 0,
-                     FERRY_CONNECT_ARGS_STRUCT_SIZE);
-    }
+    if (!ArgsOk(args)) return BadArgs("connect", args);
     std::lock_guard<ContextMutex> lock(ctx->mutex());
     Conn* conn = nullptr;
     Status st = ctx->Connect(args->address, args->user_data, &conn);
@@ -162,11 +156,7 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
   return GuardedCode("send", err, [&](Status* error) {
     Conn* conn = FromHandle(handle);
     if (conn == nullptr) return Report(error, BadHandle("send", "connection"));
-    if (args == nullptr || args->struct_size < FERRY_SEND_ARGS_STRUCT_SIZE) {
-      return Report(error, BadArgs("send", "ferry_send_args_t",
-                                   args ? args->struct_size : 0,
-                                   FERRY_SEND_ARGS_STRUCT_SIZE));
-    }
+    if (!ArgsOk(args)) return Report(error, BadArgs("send", args));
     Context* ctx = conn->context();
     std::lock_guard<ContextMutex> lock(ctx->mutex());
     ferry_status_t code = conn->Send(*args, error);
@@ -180,11 +170,7 @@ ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
   return GuardedCode("place", err, [&](Status* error) {
     Conn* conn = FromHandle(handle);
     if (conn == nullptr) return Report(error, BadHandle("place", "connection"));
-    if (args == nullptr || args->struct_size < FERRY_PLACE_ARGS_STRUCT_SIZE) {
-      return Report(error, BadArgs("place", "ferry_place_args_t",
-                                   args ? args->struct_size : 0,
-                                   FERRY_PLACE_ARGS_STRUCT_SIZE));
-    }
+    if (!ArgsOk(args)) return Report(error, BadArgs("place", args));
     Context* ctx = conn->context();
     std::lock_guard<ContextMutex> lock(ctx->mutex());
     ferry_status_t code = conn->Place(*args, error);
