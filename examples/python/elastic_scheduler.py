@@ -112,7 +112,7 @@ def main():
     _sched = Scheduler(a.jobs)
     ferry.init_rpc("scheduler", store="127.0.0.1:0", host_store=True, peer_timeout=2.0)
     ferry.on_membership(_sched.worker_left)
-    store = ferry._agent.current().store_address()
+    store = ferry.store_address()
 
     def start(name):
         return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", name,

@@ -110,7 +110,7 @@ def main():
     # This process is the parameter server and hosts the job's store.
     ferry.init_rpc("ps", backend=a.backend, store="127.0.0.1:0", host_store=True)
     make_server(a.trainers)
-    store = ferry._agent.current().store_address()
+    store = ferry.store_address()
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--trainer",
                                "trainer%d" % i, "--store", store, "--steps", str(a.steps)])
              for i in range(a.trainers)]

@@ -13,7 +13,7 @@ See docs/python.md: the API side by side with torch.distributed.rpc.
 from . import functions
 from ._agent import (Raw, WorkerInfo, get_worker_info, init_rpc, on_join, on_leave,
                      on_membership, register, remote, rpc_async, rpc_sync, shutdown,
-                     stats, wait_for_workers, workers)
+                     stats, store_address, wait_for_workers, workers)
 from ._errors import (CancelledError, DeadlineExceededError, FerryError, InvalidArgumentError,
                       NotFoundError, NotInitializedError, PeerGoneError)
 from ._future import Future
@@ -25,7 +25,7 @@ _agent._bind(RRef)
 __all__ = [
     "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "register",
     "get_worker_info", "workers", "wait_for_workers", "on_membership", "on_join", "on_leave",
-    "stats", "WorkerInfo", "RRef", "Future", "Raw", "functions",
+    "stats", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions",
     "FerryError", "PeerGoneError", "DeadlineExceededError", "NotFoundError",
     "InvalidArgumentError", "CancelledError", "NotInitializedError",
 ]

@@ -189,6 +189,13 @@ def worker_info_by_id(worker_id):
     return WorkerInfo("#%d" % worker_id, worker_id)
 
 
+def store_address():
+    """The "host:port" of the rendezvous store this worker hosts or joined
+    (with store="host:0" and host_store=True, the port the system chose):
+    what workers started later pass as `store`."""
+    return current().store_address()
+
+
 def wait_for_workers(n, timeout=60.0):
     """Waits until at least n workers (this one included) are alive."""
     current().wait_for_workers(n, timeout_ms(timeout))

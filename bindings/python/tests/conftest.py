@@ -17,9 +17,7 @@ class Cluster:
     def __init__(self, driver_name="driver"):
         ferry.init_rpc(driver_name, backend=BACKEND, store="127.0.0.1:0", host_store=True,
                        peer_timeout=2.0)
-        from ferry import _agent
-
-        self.store = _agent.current().store_address()
+        self.store = ferry.store_address()
         self.procs = {}
 
     def start(self, name, wait=True):

@@ -19,6 +19,8 @@ def test_init_twice_and_after_shutdown():
         with pytest.raises(RuntimeError, match="already"):
             ferry.init_rpc("solo2", backend="tcp", store="127.0.0.1:0", host_store=True)
         assert ferry.get_worker_info().name == "solo"
+        host, port = ferry.store_address().rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0  # the port the system chose
     finally:
         ferry.shutdown()
     ferry.shutdown()  # idempotent
