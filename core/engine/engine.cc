@@ -515,18 +515,30 @@ Status Engine::SendHandshake(Conn* c, wire::Kind kind,
   return SendOnConnLocked(c, std::move(msg), 0);
 }
 
-void Engine::RejectAndClose(Conn* c, ferry_status_t code, const std::string& why) {
+void Engine::RejectAndClose(Conn* c, ferry_status_t code, const std::string& why,
+                            std::vector<Action>* actions) {
   SendHandshake(c, wire::Kind::kReject, [&](wire::Writer& w) {
     w.I32(code);
     w.Str(why);
   });
-  CloseConnLocked(c);
+  // A connection we opened, or one a peer's traffic already runs on, has
+  // callers waiting behind it: fail them now with the reason instead of
+  // leaving them to their deadlines.
+  ConnFailed(c, Status(code, "refused the connection to " + c->address + ": " + why),
+             actions);
 }
 
 void Engine::CloseConnLocked(Conn* c) {
   if (c->state == Conn::State::kClosed) return;
   c->state = Conn::State::kClosed;
   c->backlog.clear();
+  // A peer never points at a closed connection: FERRY_EV_CLOSED frees it, and
+  // a peer whose outbound connection is closed must be free to connect again.
+  if (auto it = peers_.find(c->peer_id); it != peers_.end()) {
+    Peer* p = it->second.get();
+    if (p->conn == c) p->conn = nullptr;
+    if (p->outbound == c) p->outbound = nullptr;
+  }
   std::unique_lock<std::mutex> cl;
   if (c->slot->call_mu) cl = std::unique_lock<std::mutex>(*c->slot->call_mu);
   c->slot->transport->Close(c->handle);
@@ -676,6 +688,18 @@ void Engine::OnArrival(Conn* c, const ferry_event_t& ev,
     ConnFailed(c, Status(FERRY_INCOMPATIBLE, "not a ferry wire-v1 peer"), actions);
     return;
   }
+  if (c->outbound && c->state == Conn::State::kAuthSent &&
+      !IsHandshake(msg->envelope.kind)) {
+    // The acceptor sends nothing but READY before it has checked our AUTH,
+    // and it proved it holds the secret in its CHALLENGE: anything else from
+    // it means READY is on its way. On a transport without
+    // FERRY_CAP_ORDERED (chaos) it may arrive after this message.
+    MakeReady(c, actions);
+    if (c->state != Conn::State::kReady) {
+      t.Discard(c->handle, ev.msg_id);
+      return;
+    }
+  }
   const bool body_seg0 = (msg->envelope.flags & wire::kFlagBodyInSegment0) != 0;
   if (body_seg0 && ev.num_segments == 0) {
     t.Discard(c->handle, ev.msg_id);
@@ -691,7 +715,7 @@ void Engine::OnArrival(Conn* c, const ferry_event_t& ev,
   // accepted: an unauthenticated peer cannot make us allocate payloads.
   if (c->state != Conn::State::kReady && ev.num_segments != 0) {
     t.Discard(c->handle, ev.msg_id);
-    RejectAndClose(c, FERRY_UNAUTHENTICATED, "payload before authentication");
+    RejectAndClose(c, FERRY_UNAUTHENTICATED, "payload before authentication", actions);
     return;
   }
   bool all_inline = true;
@@ -765,7 +789,7 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
               "refused a connection from " + c->address +
                   ": it sent a message before authenticating");
     ++stats_.refused;
-    RejectAndClose(c, FERRY_UNAUTHENTICATED, "authenticate first");
+    RejectAndClose(c, FERRY_UNAUTHENTICATED, "authenticate first", actions);
     return;
   }
   if (kind == wire::Kind::kHeartbeat) return;
@@ -817,7 +841,9 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
                 "refused a connection from " + c->address + " claiming to be '" +
                     c->peer_name + "': " + why +
                     " (wrong or missing job secret; no handler ran)");
-      CloseConnLocked(c);
+      ConnFailed(c, Status(code == 0 ? FERRY_UNAUTHENTICATED : code,
+                           c->address + " refused the connection: " + why),
+                 actions);
       return;
     }
     if (code == FERRY_ALREADY_EXISTS && !c->store) {
@@ -846,7 +872,7 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
     r.Raw(c->their_nonce.data(), c->their_nonce.size());
     if (!r.ok() || (role != 1 && role != 2)) {
       ++stats_.refused;
-      RejectAndClose(c, FERRY_INVALID_ARGUMENT, "malformed HELLO");
+      RejectAndClose(c, FERRY_INVALID_ARGUMENT, "malformed HELLO", actions);
       return;
     }
     if (version != wire::kWireVersion) {
@@ -854,7 +880,7 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
       RejectAndClose(c, FERRY_INCOMPATIBLE,
                      "wire version " + std::to_string(version) +
                          " is not supported (this worker speaks " +
-                         std::to_string(wire::kWireVersion) + ")");
+                         std::to_string(wire::kWireVersion) + ")", actions);
       return;
     }
     if (job != options_.job) {
@@ -863,7 +889,7 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
                 "refused a connection from " + c->address + ": it belongs to job '" +
                     job + "', this is job '" + options_.job + "'");
       RejectAndClose(c, FERRY_PERMISSION_DENIED,
-                     "this is job '" + options_.job + "', not '" + job + "'");
+                     "this is job '" + options_.job + "', not '" + job + "'", actions);
       return;
     }
     c->role = static_cast<wire::Role>(role);
@@ -875,13 +901,13 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
         if (p->record.incarnation > c->peer_incarnation) {
           RejectAndClose(c, FERRY_FAILED_PRECONDITION,
                          "incarnation " + std::to_string(c->peer_incarnation) +
-                             " of this worker has been replaced");
+                             " of this worker has been replaced", actions);
           return;
         }
         // Connect race: the lower id's connection wins.
         if (p->outbound != nullptr && p->record.incarnation == c->peer_incarnation &&
             self_id_ < c->peer_id) {
-          RejectAndClose(c, FERRY_ALREADY_EXISTS, "connection race: mine wins");
+          RejectAndClose(c, FERRY_ALREADY_EXISTS, "connection race: mine wins", actions);
           return;
         }
       }
@@ -951,7 +977,7 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
                     c->peer_name + "': wrong or missing job secret");
       RejectAndClose(c, FERRY_UNAUTHENTICATED,
                      "authentication failed: wrong or missing job secret (set "
-                     "FERRY_SECRET or FERRY_SECRET_FILE like the other workers)");
+                     "FERRY_SECRET or FERRY_SECRET_FILE like the other workers)", actions);
       return;
     }
     SendHandshake(c, wire::Kind::kReady, [](wire::Writer&) {});
@@ -973,7 +999,7 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
       (kind == wire::Kind::kReady && c->state == Conn::State::kReady);
   if (duplicate) return;
   ++stats_.refused;
-  RejectAndClose(c, FERRY_FAILED_PRECONDITION, "handshake message out of order");
+  RejectAndClose(c, FERRY_FAILED_PRECONDITION, "handshake message out of order", actions);
 }
 
 void Engine::MakeReady(Conn* c, std::vector<Action>* actions) {
@@ -1038,18 +1064,16 @@ void Engine::ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions
   }
   auto it = peers_.find(c->peer_id);
   Peer* p = it == peers_.end() ? nullptr : it->second.get();
-  const bool active = p != nullptr && (p->conn == c || p->outbound == c);
-  CloseConnLocked(c);
-  if (!active) return;
-  if (p->outbound == c && p->conn == nullptr && !p->waiting_for_theirs) {
-    p->outbound = nullptr;
+  const bool was_conn = p != nullptr && p->conn == c;
+  const bool was_outbound = p != nullptr && p->outbound == c;
+  CloseConnLocked(c);  // detaches c from p
+  if (was_outbound && p->conn == nullptr && !p->waiting_for_theirs) {
     PeerGone(p, Status(why.code() == FERRY_UNAVAILABLE ? FERRY_PEER_GONE : why.code(),
                        "cannot reach worker '" + p->record.name + "': " + why.message()),
              actions);
     return;
   }
-  if (p->conn == c) {
-    p->conn = nullptr;
+  if (was_conn) {
     PeerGone(p, Status(why.code() == FERRY_OK ? FERRY_PEER_GONE : why.code(),
                        "worker '" + p->record.name + "' is gone: " + why.message()),
              actions);
@@ -1065,7 +1089,6 @@ void Engine::PeerGone(Peer* p, const Status& why, std::vector<Action>* actions) 
   p->backlog.clear();
   if (p->conn) CloseConnLocked(p->conn);
   if (p->outbound) CloseConnLocked(p->outbound);
-  p->conn = p->outbound = nullptr;
   FERRY_LOG(FERRY_LOG_INFO, kLog, p->gone_why.message());
   const PeerKey key{p->record.id, p->record.incarnation};
   if (p->leaving) {

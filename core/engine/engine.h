@@ -168,7 +168,8 @@ class Engine {
                           uint64_t seq);
   Status SendHandshake(Conn* c, wire::Kind kind,
                        const std::function<void(wire::Writer&)>& body);
-  void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why);
+  void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why,
+                      std::vector<Action>* actions);
   Status ConnectToPeer(Peer* p);
   void PeerGone(Peer* p, const Status& why, std::vector<Action>* actions);
   void CloseConnLocked(Conn* c);
