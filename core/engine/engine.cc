@@ -615,7 +615,10 @@ void Engine::ProcessEvent(TransportSlot& slot, const ferry_event_t& ev,
       OnConnected(c, ev, actions);
       break;
     case FERRY_EV_ARRIVAL:
-      OnArrival(c, ev, actions);
+      // Closed earlier in this same batch: close() released the arrival and
+      // its borrowed header and segments with it (transport.h,
+      // FERRY_EV_CLOSED). Touch nothing.
+      if (c->state != Conn::State::kClosed) OnArrival(c, ev, actions);
       break;
     case FERRY_EV_CONN_BROKEN:
       if (c->state != Conn::State::kClosed) {
