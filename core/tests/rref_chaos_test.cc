@@ -68,11 +68,12 @@ void Serve(Holder& h) {
   // to_here on every fork it holds of `tag`; fails if any fetch fails.
   h.w->Register("check", [&h](ferry::Call& c, ferry::Message args) {
     const int tag = std::stoi(std::string(args.bytes()));
+    // Held throughout: a "drop_one" that the driver sends after this call
+    // timed out must not free a fork while it is being fetched. (FETCH is
+    // served by the core, never by these handlers, so this cannot deadlock.)
+    std::lock_guard<std::mutex> l(h.mu);
     std::vector<ferry_rref_t*> refs;
-    {
-      std::lock_guard<std::mutex> l(h.mu);
-      for (auto& r : h.held[tag]) refs.push_back(r.get());
-    }
+    for (auto& r : h.held[tag]) refs.push_back(r.get());
     for (ferry_rref_t* r : refs) {
       ferry_message_t* m = nullptr;
       if (ferry_rref_to_here(r, 10000, &m) != FERRY_OK) {
