@@ -1,13 +1,19 @@
 // ferry-bench-rpc (`ferry bench rpc --transport tcp`): the core's costs over
 // a transport, beside that transport's own ping-pong measured in the same
-// run (ferry-bench-transport, exec'd first), so the core's overhead is a
-// difference and a ratio, not a guess.
+// run (ferry-bench-transport), so the core's overhead is a difference and a
+// ratio, not a guess.
 //
 // Measures, per mode (busy-poll, then sleeping): no-op rpc_sync round trip
 // (median, p99); rpc_async throughput with 1, 8 and 64 calls in flight;
 // tensor echo 1 KiB .. 64 MiB; RRef create+delete (remote() + release,
 // until the owner freed every value) amortized per RRef; and join time for
 // 2 and 4 workers. Two processes pinned to different CPUs.
+//
+// The comparison runs in rounds (--rounds, default 5): each round measures
+// the transport's ping-pong and then, with fresh workers, rpc_sync and RRef
+// create+delete. On a shared VM the floor itself drifts by 20-30% within a
+// minute; taking the difference inside each round and reporting the median
+// of those differences keeps that drift out of the core's figure.
 #include <ferry/ferry.hpp>
 
 #include <sched.h>
@@ -23,6 +29,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -166,6 +174,143 @@ double JoinMs(int n, const std::string& transport) {
   return ms;
 }
 
+// A worker here (CPU 0) and a peer process (CPU 1) serving the benchmark's
+// functions; the peer exits when the pipe to its stdin closes.
+class Session {
+ public:
+  Session(const char* self, const std::string& transport, bool busy, const std::string& tag) {
+    Pin(0);
+    const std::string job = "bench-rpc-" + std::to_string(getpid()) + "-" + tag;
+    ferry::Worker::Options o;
+    o.name = "bench";
+    o.job = job;
+    o.transport = transport;
+    o.store = "127.0.0.1:0";
+    o.host_store = true;
+    o.busy_poll = busy;
+    me_ = std::make_unique<ferry::Worker>(o);
+    int in[2];
+    if (pipe(in) != 0) throw std::runtime_error("pipe failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    std::vector<std::string> args = {self, "--peer", "--store", me_->store_address(),
+                                     "--job", job, "--transport", transport,
+                                     "--busy", busy ? "1" : "0"};
+    std::vector<char*> av;
+    for (auto& a : args) av.push_back(a.data());
+    av.push_back(nullptr);
+    if (posix_spawn(&pid_, self, &fa, nullptr, av.data(), environ) != 0) {
+      throw std::runtime_error("cannot start the peer process");
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    to_peer_ = in[1];
+    me_->WaitForWorkers(2, 20000ms);
+  }
+  ~Session() {
+    close(to_peer_);
+    waitpid(pid_, nullptr, 0);
+    me_->Shutdown(1000ms);
+  }
+  ferry::Worker& me() { return *me_; }
+
+ private:
+  std::unique_ptr<ferry::Worker> me_;
+  pid_t pid_ = 0;
+  int to_peer_ = -1;
+};
+
+Summary NoopRpcSync(ferry::Worker& me, int iters) {
+  for (int i = 0; i < 500; ++i) me.RpcSync("peer", "noop");
+  std::vector<double> rtt;
+  rtt.reserve(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    me.RpcSync("peer", "noop");
+    rtt.push_back(Ns(Clock::now() - t0));
+  }
+  return Summarize(rtt);
+}
+
+// remote() + release, n times, until the owner freed every value: µs per RRef.
+double RRefCreateDelete(ferry::Worker& me, int n) {
+  const auto r0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    ferry::RRef r = me.Remote("peer", "value");
+  }
+  while (std::string(me.RpcSync("peer", "owned").bytes()) != "0") {
+  }
+  return Ns(Clock::now() - r0) / 1e3 / n;
+}
+
+std::vector<std::pair<int, double>> AsyncThroughput(ferry::Worker& me, int iters) {
+  std::vector<std::pair<int, double>> tput;
+  for (int window : {1, 8, 64}) {
+    const int total = std::max(2000, iters * 2);
+    const auto t0 = Clock::now();
+    int issued = 0, done = 0;
+    std::vector<std::unique_ptr<ferry::Future>> ring;
+    size_t head = 0;
+    while (done < total) {
+      while (issued < total && static_cast<int>(ring.size() - head) < window) {
+        ring.push_back(std::make_unique<ferry::Future>(me.RpcAsync("peer", "noop")));
+        ++issued;
+      }
+      ring[head]->Get();
+      ring[head].reset();
+      ++head;
+      ++done;
+    }
+    const double secs = Ns(Clock::now() - t0) / 1e9;
+    tput.push_back({window, total / secs});
+    std::printf("  rpc_async %2d in flight: %10.0f calls/s\n", window, total / secs);
+  }
+  return tput;
+}
+
+std::vector<std::pair<int64_t, Summary>> TensorEcho(ferry::Worker& me, int iters) {
+  std::vector<std::pair<int64_t, Summary>> echo;
+  for (int64_t size : {int64_t(1) << 10, int64_t(64) << 10, int64_t(1) << 20,
+                       int64_t(16) << 20, int64_t(64) << 20}) {
+    std::vector<char> buf(static_cast<size_t>(size), 1);
+    const int n = std::max(10, static_cast<int>(std::min<int64_t>(iters, (int64_t(1) << 30) / size)));
+    std::vector<double> t;
+    for (int i = 0; i < n + 3; ++i) {
+      ferry::Payload p;
+      p.Tensor(View(buf.data(), size));
+      const auto t0 = Clock::now();
+      ferry::Message m = me.RpcSync("peer", "echo", std::move(p));
+      DLManagedTensor* back = m.TakeTensor(0);
+      const auto dt = Clock::now() - t0;
+      back->deleter(back);
+      if (i >= 3) t.push_back(Ns(dt));
+    }
+    const Summary s = Summarize(t);
+    echo.push_back({size, s});
+    std::printf("  tensor echo %6lld KiB median %9.1f us  p99 %9.1f us  (%.2f GB/s rt)\n",
+                static_cast<long long>(size >> 10), s.median / 1e3, s.p99 / 1e3,
+                2.0 * static_cast<double>(size) / s.median);
+  }
+  return echo;
+}
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+std::string JsonArray(const std::vector<double>& v) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+  o << "]";
+  return o.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -183,6 +328,9 @@ int main(int argc, char** argv) {
     return RunPeer(opt["--store"], opt["--job"], transport, opt["--busy"] == "1");
   }
   const int iters = opt.count("--iters") ? std::stoi(opt["--iters"]) : 10000;
+  const int rounds = std::max(1, opt.count("--rounds") ? std::stoi(opt["--rounds"]) : 5);
+  const int round_iters = std::max(200, iters / rounds);
+  const int round_rrefs = std::max(200, iters / 5 / rounds);
   const std::string modes = opt.count("--mode") ? opt["--mode"] : "both";
   const std::string json_path = opt.count("--json") ? opt["--json"] : "";
   std::string self_dir = argv[0];
@@ -191,118 +339,53 @@ int main(int argc, char** argv) {
 
   std::ostringstream js;
   js << "{\"benchmark\": \"ferry-bench-rpc\", \"transport\": \"" << transport
-     << "\", \"iters\": " << iters << ", \"suites\": [";
+     << "\", \"iters\": " << iters << ", \"rounds\": " << rounds << ", \"suites\": [";
   bool first_suite = true;
   for (bool busy : {true, false}) {
     if ((busy && modes == "sleep") || (!busy && modes == "busy")) continue;
     const char* mode = busy ? "busy" : "sleep";
-    std::printf("== mode %s, transport %s\n", mode, transport.c_str());
-    Transport64 tp = TransportPingPong(self_dir, transport, busy, iters);
+    std::printf("== mode %s, transport %s, %d rounds\n", mode, transport.c_str(), rounds);
 
-    Pin(0);
-    const std::string job = "bench-rpc-" + std::to_string(getpid()) + mode;
-    ferry::Worker::Options o;
-    o.name = "bench";
-    o.job = job;
-    o.transport = transport;
-    o.store = "127.0.0.1:0";
-    o.host_store = true;
-    o.busy_poll = busy;
-    ferry::Worker me(o);
-    int in[2];
-    if (pipe(in) != 0) return 1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_addclose(&fa, in[1]);
-    std::vector<std::string> args = {argv[0], "--peer", "--store", me.store_address(),
-                                     "--job", job, "--transport", transport,
-                                     "--busy", busy ? "1" : "0"};
-    std::vector<char*> av;
-    for (auto& a : args) av.push_back(a.data());
-    av.push_back(nullptr);
-    pid_t pid;
-    posix_spawn(&pid, argv[0], &fa, nullptr, av.data(), environ);
-    close(in[0]);
-    me.WaitForWorkers(2, 20000ms);
-
-    // no-op rpc_sync
-    for (int i = 0; i < 500; ++i) me.RpcSync("peer", "noop");
-    std::vector<double> rtt;
-    rtt.reserve(static_cast<size_t>(iters));
-    for (int i = 0; i < iters; ++i) {
-      const auto t0 = Clock::now();
-      me.RpcSync("peer", "noop");
-      rtt.push_back(Ns(Clock::now() - t0));
-    }
-    const Summary noop = Summarize(rtt);
-    std::printf("  rpc_sync no-op      median %8.1f us  p99 %8.1f us", noop.median / 1e3,
-                noop.p99 / 1e3);
-    if (tp.ok) {
-      std::printf("   | transport ping-pong median %.1f us (raw TCP %.1f us): core adds %.1f us "
-                  "(%.2fx)", tp.ferry_median / 1e3, tp.raw_median / 1e3,
-                  (noop.median - tp.ferry_median) / 1e3, noop.median / tp.ferry_median);
-    }
-    std::printf("\n");
-
-    // rpc_async throughput
+    // Rounds: the transport's ping-pong, then rpc_sync and RRefs on fresh
+    // workers (nothing of ferry's busy-polls while the floor is measured).
+    std::vector<double> tp_median, tp_raw, noop_median, noop_p99, overhead, rref_us;
     std::vector<std::pair<int, double>> tput;
-    for (int window : {1, 8, 64}) {
-      const int total = std::max(2000, iters * 2);
-      const auto t0 = Clock::now();
-      int issued = 0, done = 0;
-      std::vector<std::unique_ptr<ferry::Future>> ring;
-      size_t head = 0;
-      while (done < total) {
-        while (issued < total && static_cast<int>(ring.size() - head) < window) {
-          ring.push_back(std::make_unique<ferry::Future>(me.RpcAsync("peer", "noop")));
-          ++issued;
-        }
-        ring[head]->Get();
-        ring[head].reset();
-        ++head;
-        ++done;
-      }
-      const double secs = Ns(Clock::now() - t0) / 1e9;
-      tput.push_back({window, total / secs});
-      std::printf("  rpc_async %2d in flight: %10.0f calls/s\n", window, total / secs);
-    }
-
-    // tensor echo
     std::vector<std::pair<int64_t, Summary>> echo;
-    for (int64_t size : {int64_t(1) << 10, int64_t(64) << 10, int64_t(1) << 20,
-                         int64_t(16) << 20, int64_t(64) << 20}) {
-      std::vector<char> buf(static_cast<size_t>(size), 1);
-      const int n = std::max(10, static_cast<int>(std::min<int64_t>(iters, (int64_t(1) << 30) / size)));
-      std::vector<double> t;
-      for (int i = 0; i < n + 3; ++i) {
-        ferry::Payload p;
-        p.Tensor(View(buf.data(), size));
-        const auto t0 = Clock::now();
-        ferry::Message m = me.RpcSync("peer", "echo", std::move(p));
-        DLManagedTensor* back = m.TakeTensor(0);
-        const auto dt = Clock::now() - t0;
-        back->deleter(back);
-        if (i >= 3) t.push_back(Ns(dt));
+    bool tp_ok = true;
+    for (int r = 0; r < rounds; ++r) {
+      const Transport64 tp = TransportPingPong(self_dir, transport, busy, round_iters);
+      tp_ok = tp_ok && tp.ok;
+      Session s(argv[0], transport, busy, std::string(mode) + std::to_string(r));
+      const Summary noop = NoopRpcSync(s.me(), round_iters);
+      const double rref = RRefCreateDelete(s.me(), round_rrefs);
+      std::printf("  round %d: transport ping-pong %5.1f us (raw TCP %5.1f), rpc_sync no-op "
+                  "%5.1f us (p99 %5.1f): core adds %4.1f us; RRef create+delete %5.1f us\n",
+                  r + 1, tp.ferry_median / 1e3, tp.raw_median / 1e3, noop.median / 1e3,
+                  noop.p99 / 1e3, (noop.median - tp.ferry_median) / 1e3, rref);
+      tp_median.push_back(tp.ferry_median);
+      tp_raw.push_back(tp.raw_median);
+      noop_median.push_back(noop.median);
+      noop_p99.push_back(noop.p99);
+      overhead.push_back(noop.median - tp.ferry_median);
+      rref_us.push_back(rref);
+      if (r == rounds - 1) {  // once: throughput and tensors
+        tput = AsyncThroughput(s.me(), iters);
+        echo = TensorEcho(s.me(), iters);
       }
-      const Summary s = Summarize(t);
-      echo.push_back({size, s});
-      std::printf("  tensor echo %6lld KiB median %9.1f us  p99 %9.1f us  (%.2f GB/s rt)\n",
-                  static_cast<long long>(size >> 10), s.median / 1e3, s.p99 / 1e3,
-                  2.0 * static_cast<double>(size) / s.median);
     }
-
-    // RRef create + delete, amortized
-    const int nref = std::max(200, iters / 5);
-    const auto r0 = Clock::now();
-    for (int i = 0; i < nref; ++i) {
-      ferry::RRef r = me.Remote("peer", "value");
+    const auto [omin, omax] = std::minmax_element(overhead.begin(), overhead.end());
+    const auto [rmin, rmax] = std::minmax_element(rref_us.begin(), rref_us.end());
+    std::printf("  rpc_sync no-op      median %8.1f us  p99 %8.1f us", MedianOf(noop_median) / 1e3,
+                MedianOf(noop_p99) / 1e3);
+    if (tp_ok) {
+      std::printf("   | transport ping-pong median %.1f us (raw TCP %.1f us): core adds %.1f us "
+                  "(median of %d rounds; %.1f .. %.1f)", MedianOf(tp_median) / 1e3,
+                  MedianOf(tp_raw) / 1e3, MedianOf(overhead) / 1e3, rounds, *omin / 1e3,
+                  *omax / 1e3);
     }
-    while (std::string(me.RpcSync("peer", "owned").bytes()) != "0") {
-    }
-    const double rref_us = Ns(Clock::now() - r0) / 1e3 / nref;
-    std::printf("  RRef create+delete  %8.1f us amortized over %d (until the owner freed all)\n",
-                rref_us, nref);
+    std::printf("\n  RRef create+delete  %8.1f us amortized over %d per round (median of %d "
+                "rounds; %.1f .. %.1f; until the owner freed all)\n",
+                MedianOf(rref_us), round_rrefs, rounds, *rmin, *rmax);
 
     // join time
     std::vector<std::pair<int, double>> joins;
@@ -315,15 +398,16 @@ int main(int argc, char** argv) {
                   n, t[t.size() / 2], n);
     }
 
-    close(in[1]);
-    waitpid(pid, nullptr, 0);
-    me.Shutdown(1000ms);
-
     js << (first_suite ? "" : ", ") << "{\"mode\": \"" << mode << "\", "
-       << "\"transport_pingpong_64B\": {\"ferry_median_ns\": " << tp.ferry_median
-       << ", \"ferry_p99_ns\": " << tp.ferry_p99 << ", \"raw_tcp_median_ns\": " << tp.raw_median
-       << "}, \"rpc_sync_noop\": {\"median_ns\": " << noop.median << ", \"p99_ns\": " << noop.p99
-       << ", \"overhead_over_transport_ns\": " << (tp.ok ? noop.median - tp.ferry_median : -1)
+       << "\"transport_pingpong_64B\": {\"ferry_median_ns\": " << MedianOf(tp_median)
+       << ", \"raw_tcp_median_ns\": " << MedianOf(tp_raw)
+       << ", \"ferry_median_ns_per_round\": " << JsonArray(tp_median)
+       << ", \"raw_tcp_median_ns_per_round\": " << JsonArray(tp_raw)
+       << "}, \"rpc_sync_noop\": {\"median_ns\": " << MedianOf(noop_median)
+       << ", \"p99_ns\": " << MedianOf(noop_p99)
+       << ", \"median_ns_per_round\": " << JsonArray(noop_median)
+       << ", \"overhead_over_transport_ns\": " << (tp_ok ? MedianOf(overhead) : -1)
+       << ", \"overhead_over_transport_ns_per_round\": " << JsonArray(overhead)
        << "}, \"rpc_async_calls_per_s\": {";
     for (size_t i = 0; i < tput.size(); ++i) {
       js << (i ? ", " : "") << "\"" << tput[i].first << "\": " << tput[i].second;
@@ -333,7 +417,8 @@ int main(int argc, char** argv) {
       js << (i ? ", " : "") << "{\"bytes\": " << echo[i].first << ", \"median_ns\": "
          << echo[i].second.median << ", \"p99_ns\": " << echo[i].second.p99 << "}";
     }
-    js << "], \"rref_create_delete_us\": " << rref_us << ", \"join_ms\": {";
+    js << "], \"rref_create_delete_us\": " << MedianOf(rref_us)
+       << ", \"rref_create_delete_us_per_round\": " << JsonArray(rref_us) << ", \"join_ms\": {";
     for (size_t i = 0; i < joins.size(); ++i) {
       js << (i ? ", " : "") << "\"" << joins[i].first << "\": " << joins[i].second;
     }
