@@ -698,10 +698,7 @@ void Engine::OnArrival(Conn* c, const ferry_event_t& ev,
     // it means READY is on its way. On a transport without
     // FERRY_CAP_ORDERED (chaos) it may arrive after this message.
     MakeReady(c, actions);
-    if (c->state != Conn::State::kReady) {
-      t.Discard(c->handle, ev.msg_id);
-      return;
-    }
+    if (c->state != Conn::State::kReady) return;  // closed: close() released it
   }
   const bool body_seg0 = (msg->envelope.flags & wire::kFlagBodyInSegment0) != 0;
   if (body_seg0 && ev.num_segments == 0) {
