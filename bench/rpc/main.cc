@@ -115,9 +115,16 @@ struct Transport64 {
   bool ok = false;
 };
 
+// The CPUs this process may use when it starts: ferry-bench-transport
+// places its two processes within the affinity it inherits, so it must not
+// inherit a Session's single-CPU pinning (both sides would then busy-poll on
+// one CPU and each round trip would take a scheduler time slice).
+cpu_set_t g_start_cpus;
+
 // The transport's own 64-byte ping-pong, by ferry-bench-transport.
 Transport64 TransportPingPong(const std::string& self_dir, const std::string& plugin,
                               bool busy, int iters) {
+  sched_setaffinity(0, sizeof g_start_cpus, &g_start_cpus);
   Transport64 t;
   const std::string json = "/tmp/ferry-bench-rpc-transport-" + std::to_string(getpid()) + ".json";
   const std::string cmd = self_dir + "/ferry-bench-transport --plugin " + plugin +
@@ -324,13 +331,17 @@ int main(int argc, char** argv) {
     if (i + 1 < argc) opt[k] = argv[++i];
   }
   const std::string transport = opt.count("--transport") ? opt["--transport"] : "tcp";
+  sched_getaffinity(0, sizeof g_start_cpus, &g_start_cpus);
   if (opt.count("--peer")) {
     return RunPeer(opt["--store"], opt["--job"], transport, opt["--busy"] == "1");
   }
   const int iters = opt.count("--iters") ? std::stoi(opt["--iters"]) : 10000;
   const int rounds = std::max(1, opt.count("--rounds") ? std::stoi(opt["--rounds"]) : 5);
-  const int round_iters = std::max(200, iters / rounds);
-  const int round_rrefs = std::max(200, iters / 5 / rounds);
+  // Each round is a full measurement: --iters round trips of each side, and
+  // iters/5 RRefs (the final wait for the owner to free them, about one
+  // acknowledgement flush, must stay small against the whole).
+  const int round_iters = iters;
+  const int round_rrefs = std::max(200, iters / 5);
   const std::string modes = opt.count("--mode") ? opt["--mode"] : "both";
   const std::string json_path = opt.count("--json") ? opt["--json"] : "";
   std::string self_dir = argv[0];
