@@ -139,7 +139,9 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
     std::function<void(const Status&)> on_settled;  // remote(): confirm/abandon
   };
   struct HandlerEntry {
-    Handler fn;
+    // Shared, so that a call takes a reference to it rather than a copy of
+    // the callable (a copy allocates for most lambdas).
+    std::shared_ptr<const Handler> fn;
     bool may_block = false;
   };
 

@@ -31,7 +31,8 @@ Status Agent::Register(const std::string& function, Handler handler, bool may_bl
     return Status(FERRY_ALREADY_EXISTS, "function '" + function +
                                             "' is already registered on this worker");
   }
-  handlers_[function] = HandlerEntry{std::move(handler), may_block};
+  handlers_[function] =
+      HandlerEntry{std::make_shared<const Handler>(std::move(handler)), may_block};
   for (const EarlyCall& c : early_calls_) {
     if (c.function != function) continue;
     // On the thread that pumps, as every call is dispatched.
@@ -571,15 +572,14 @@ void Agent::OnRequest(PeerKey from, InMessage& msg) {
     call->Fail(problem);
     return;
   }
-  auto run = [fn = entry.fn, c = call.release(), v = std::make_shared<Value>(
-                                                     std::move(value.value()))]() mutable {
-    fn(std::unique_ptr<IncomingCall>(c), std::move(*v));
-  };
-  if (entry.may_block) {
-    executor_->Post(std::move(run));
-  } else {
-    run();
+  if (!entry.may_block) {
+    (*entry.fn)(std::move(call), std::move(value.value()));
+    return;
   }
+  executor_->Post([fn = std::move(entry.fn), c = call.release(),
+                   v = std::make_shared<Value>(std::move(value.value()))]() mutable {
+    (*fn)(std::unique_ptr<IncomingCall>(c), std::move(*v));
+  });
 }
 
 void Agent::Respond(const PeerKey& to, uint64_t call_id, Status status, Value* value,

@@ -90,7 +90,12 @@ struct Engine::Peer {
   Status gone_why;
 
   bool SeenBefore(uint64_t seq) {
-    if (seq <= floor || above.count(seq) != 0) return true;
+    if (seq <= floor) return true;
+    if (seq == floor + 1 && above.empty()) {  // in order: the usual case
+      floor = seq;
+      return false;
+    }
+    if (above.count(seq) != 0) return true;
     above.insert(seq);
     while (!above.empty() && *above.begin() == floor + 1) {
       above.erase(above.begin());
@@ -501,7 +506,7 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
     delete raw;  // never posted: its tensors' deleters run now
     return s;
   }
-  in_flight_.insert(raw);
+  in_flight_.Insert(raw);
   c->last_sent = Clock::now();
   return Status::Ok();
 }
@@ -547,7 +552,12 @@ void Engine::CloseConnLocked(Conn* c) {
 
 bool Engine::PumpOnce() {
   if (!progress_mu_.try_lock()) return false;
+  // Reuse this thread's action list (and its capacity) from the previous
+  // pump. An action may pump again on this thread (a handler waiting for a
+  // call): that nested pump finds the spare taken and starts an empty one.
+  thread_local std::vector<Action> spare;
   std::vector<Action> actions;
+  actions.swap(spare);
   bool any = false;
   for (auto& slot_ptr : slots_) {
     TransportSlot& slot = *slot_ptr;
@@ -573,8 +583,11 @@ bool Engine::PumpOnce() {
   }
   progress_mu_.unlock();
   for (auto& a : actions) a();
-  if (!actions.empty()) NotifyWaiters();
-  return any || !actions.empty();
+  const bool acted = !actions.empty();
+  if (acted) NotifyWaiters();
+  actions.clear();
+  if (actions.capacity() > spare.capacity()) actions.swap(spare);
+  return any || acted;
 }
 
 void Engine::ProcessEvent(TransportSlot& slot, const ferry_event_t& ev,
@@ -584,7 +597,7 @@ void Engine::ProcessEvent(TransportSlot& slot, const ferry_event_t& ev,
       OnAccepted(slot, ev);
       return;
     case FERRY_EV_SEND_DONE:
-      in_flight_.erase(static_cast<OutMessage*>(ev.user_data));
+      in_flight_.Erase(static_cast<OutMessage*>(ev.user_data));
       delete static_cast<OutMessage*>(ev.user_data);
       return;
     case FERRY_EV_PLACE_DONE: {
@@ -821,9 +834,11 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
     }
     return;
   }
+  msg->from = from;
+  // [this, raw] fits std::function's in-place storage: no allocation.
   auto* raw = msg.release();
-  actions->push_back([this, from, raw] {
-    sink_->OnMessage(from, std::unique_ptr<InMessage>(raw));
+  actions->push_back([this, raw] {
+    sink_->OnMessage(raw->from, std::unique_ptr<InMessage>(raw));
   });
 }
 
@@ -1306,9 +1321,8 @@ void Engine::Stop(std::chrono::milliseconds grace) {
     timers_.clear();
   }
   slots_.clear();  // fini()
-  for (OutMessage* m : in_flight_) delete m;
+  in_flight_.DeleteAll();
   for (void* p : places_in_flight_) delete static_cast<PendingPlace*>(p);
-  in_flight_.clear();
   places_in_flight_.clear();
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (kick_fd_ >= 0) close(kick_fd_);

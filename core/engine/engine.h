@@ -56,12 +56,6 @@ struct EngineOptions {
   std::chrono::microseconds spin{50};
 };
 
-// Where a message came from.
-struct PeerKey {
-  uint64_t id = 0;
-  uint64_t incarnation = 0;
-};
-
 class EngineSink {
  public:
   virtual ~EngineSink() = default;
@@ -201,7 +195,7 @@ class Engine {
   // Sends and places posted and not yet completed: if the transport is
   // finalised with some outstanding, Stop() frees them (tensor deleters run
   // exactly once either way).
-  std::set<OutMessage*> in_flight_;
+  InFlightSends in_flight_;
   std::set<void*> places_in_flight_;
   // HELLOs from members that came before this worker knew its own id (a
   // peer heard of our join from the store before we did): answered by

@@ -57,10 +57,54 @@ struct OutMessage {
   // Filled by the engine when sent.
   std::vector<uint8_t> header;
   bool body_in_segment0 = false;
+  // The engine's list of sends posted and not yet completed (intrusive: a
+  // message in flight costs no allocation of its own).
+  OutMessage* in_flight_prev = nullptr;
+  OutMessage* in_flight_next = nullptr;
+};
+
+// Sends posted to a transport and not completed yet. Not thread-safe (the
+// engine's lock guards it); owns nothing until DeleteAll().
+class InFlightSends {
+ public:
+  bool empty() const { return head_ == nullptr; }
+  void Insert(OutMessage* m) {
+    m->in_flight_prev = nullptr;
+    m->in_flight_next = head_;
+    if (head_ != nullptr) head_->in_flight_prev = m;
+    head_ = m;
+  }
+  void Erase(OutMessage* m) {
+    if (m->in_flight_prev != nullptr) {
+      m->in_flight_prev->in_flight_next = m->in_flight_next;
+    } else {
+      head_ = m->in_flight_next;
+    }
+    if (m->in_flight_next != nullptr) m->in_flight_next->in_flight_prev = m->in_flight_prev;
+    m->in_flight_prev = m->in_flight_next = nullptr;
+  }
+  // After the transport is finalised: the sends that never completed.
+  void DeleteAll() {
+    while (head_ != nullptr) {
+      OutMessage* m = head_;
+      head_ = m->in_flight_next;
+      delete m;
+    }
+  }
+
+ private:
+  OutMessage* head_ = nullptr;
+};
+
+// Where a message came from.
+struct PeerKey {
+  uint64_t id = 0;
+  uint64_t incarnation = 0;
 };
 
 struct InMessage {
   wire::Envelope envelope;
+  PeerKey from;  // set by the engine when it delivers the message
   std::vector<uint8_t> body;
   std::vector<AlignedBuffer> segments;  // tensor payloads, in order
 };

@@ -20,7 +20,13 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 class Writer {
  public:
-  explicit Writer(std::vector<uint8_t>* out) : out_(out) {}
+  // Messages are built field by field: start with room for a typical one
+  // (a request or response body, an envelope) so that appending does not
+  // reallocate six or seven times on the way to its size.
+  explicit Writer(std::vector<uint8_t>* out) : out_(out) {
+    if (out_->capacity() < kInitialCapacity) out_->reserve(kInitialCapacity);
+  }
+  static constexpr size_t kInitialCapacity = 128;
 
   void U8(uint8_t v) { out_->push_back(v); }
   void U16(uint16_t v) { Raw(&v, sizeof v); }
