@@ -153,15 +153,22 @@ Transport64 TransportPingPong(const std::string& self_dir, const std::string& pl
   return t;
 }
 
-double JoinMs(int n, const std::string& transport) {
-  const std::string job = "bench-join-" + std::to_string(getpid()) + "-" +
-                          std::to_string(Clock::now().time_since_epoch().count());
+// A worker that hosts its job's store on a free loopback port.
+ferry::Worker::Options StoreHostOptions(const std::string& name, const std::string& job,
+                                        const std::string& transport) {
   ferry::Worker::Options o;
-  o.name = "j0";
+  o.name = name;
   o.job = job;
   o.transport = transport;
   o.store = "127.0.0.1:0";
   o.host_store = true;
+  return o;
+}
+
+double JoinMs(int n, const std::string& transport) {
+  const std::string job = "bench-join-" + std::to_string(getpid()) + "-" +
+                          std::to_string(Clock::now().time_since_epoch().count());
+  const ferry::Worker::Options o = StoreHostOptions("j0", job, transport);
   const auto t0 = Clock::now();
   ferry::Worker seed(o);
   std::vector<std::unique_ptr<ferry::Worker>> others(static_cast<size_t>(n - 1));
@@ -188,12 +195,7 @@ class Session {
   Session(const char* self, const std::string& transport, bool busy, const std::string& tag) {
     Pin(0);
     const std::string job = "bench-rpc-" + std::to_string(getpid()) + "-" + tag;
-    ferry::Worker::Options o;
-    o.name = "bench";
-    o.job = job;
-    o.transport = transport;
-    o.store = "127.0.0.1:0";
-    o.host_store = true;
+    ferry::Worker::Options o = StoreHostOptions("bench", job, transport);
     o.busy_poll = busy;
     me_ = std::make_unique<ferry::Worker>(o);
     int in[2];
