@@ -20,24 +20,9 @@ namespace ferry_plugin {
 // Logs (and, with `err`, reports) an exception that reached entry `entry`.
 void ReportInternal(const char* entry, ferry_error_buf_t* err, const char* what);
 
-// Runs `fn` (returning Status), reports its error into `err`, catches
-// everything.
-template <typename Fn>
-ferry_status_t Guarded(const char* entry, ferry_error_buf_t* err, Fn&& fn) noexcept {
-  try {
-    Status st = fn();
-    if (!st.ok()) ferry_error_printf(err, "%s", st.message.c_str());
-    return st.code;
-  } catch (const std::exception& e) {
-    ReportInternal(entry, err, e.what());
-  } catch (...) {
-    ReportInternal(entry, err, "unknown exception");
-  }
-  return FERRY_INTERNAL;
-}
-
-// The same for hot calls, whose `fn(Status* error)` returns a bare code and
-// fills *error only when it fails (no Status built on success).
+// For hot calls, whose `fn(Status* error)` returns a bare code and fills
+// *error only when it fails (no Status built on success): reports that error
+// into `err`, catches everything.
 template <typename Fn>
 ferry_status_t GuardedCode(const char* entry, ferry_error_buf_t* err, Fn&& fn) noexcept {
   try {
@@ -51,6 +36,17 @@ ferry_status_t GuardedCode(const char* entry, ferry_error_buf_t* err, Fn&& fn) n
     ReportInternal(entry, err, "unknown exception");
   }
   return FERRY_INTERNAL;
+}
+
+// The same for `fn` returning a Status.
+template <typename Fn>
+ferry_status_t Guarded(const char* entry, ferry_error_buf_t* err, Fn&& fn) noexcept {
+  return GuardedCode(entry, err, [&fn](Status* error) {
+    Status st = fn();
+    const ferry_status_t code = st.code;
+    if (code != FERRY_OK) *error = std::move(st);
+    return code;
+  });
 }
 
 // For entries that return nothing (fini, close, ...).
