@@ -61,7 +61,7 @@ class WorkerInfo:
 _lock = threading.Lock()
 _worker = None
 _listeners = []  # fn(WorkerInfo, event) with event "joined" | "left" | "gone"
-_EVENTS = {1: "joined", 2: "left", 3: "gone"}
+_EVENTS = {_ferry.MEMBER_ALIVE: "joined", _ferry.MEMBER_LEFT: "left", _ferry.MEMBER_GONE: "gone"}
 
 
 def current():
@@ -166,7 +166,7 @@ def _info(member):
 
 def workers():
     """The live workers of the job, this one included."""
-    return [_info(m) for m in current().members() if m[0] == 1]
+    return [_info(m) for m in current().members() if m[0] == _ferry.MEMBER_ALIVE]
 
 
 def get_worker_info(worker_name=None):
@@ -175,7 +175,7 @@ def get_worker_info(worker_name=None):
     if worker_name is None:
         worker_name = w.name()
     for m in w.members():
-        if m[3] == worker_name and m[0] == 1:
+        if m[3] == worker_name and m[0] == _ferry.MEMBER_ALIVE:
             return _info(m)
     raise _errors.NotFoundError(
         "ferry: no live worker named %r; live: %s" % (worker_name, [i.name for i in workers()]),
@@ -357,10 +357,6 @@ def remote(to, func, args=(), kwargs=None, timeout=None):
 
 # ---- serving ------------------------------------------------------------------
 
-def holder(value):
-    return _ferry.holder_tensor(value)
-
-
 def _fail(call, exc):
     status = getattr(exc, "_ferry_status", None)
     if status is not None:  # a ferry failure passing through: keep it as it is
@@ -385,7 +381,7 @@ HELD = b"FPYH"
 
 
 def _reply_held(call, value):
-    call.reply(HELD, [holder(value)], [])
+    call.reply(HELD, [_ferry.holder_tensor(value)], [])
 
 
 def _run(call, message, reply):

@@ -7,22 +7,11 @@ a missed deadline is a TimeoutError, an unknown worker or function a
 LookupError, bad input a ValueError.
 """
 
-# Status codes of abi/include/ferry/transport.h.
-OK = 0
-CANCELLED = 1
-UNKNOWN = 2
-INVALID_ARGUMENT = 3
-DEADLINE_EXCEEDED = 4
-NOT_FOUND = 5
-ALREADY_EXISTS = 6
-PERMISSION_DENIED = 7
-RESOURCE_EXHAUSTED = 8
-FAILED_PRECONDITION = 9
-ABORTED = 10
-INTERNAL = 13
-UNAVAILABLE = 14
-UNAUTHENTICATED = 16
-PEER_GONE = 100
+# Status codes of abi/include/ferry/transport.h, as the extension exports them.
+from ._ferry import (OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT,  # noqa: F401
+                     DEADLINE_EXCEEDED, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
+                     RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED, INTERNAL,
+                     UNAVAILABLE, UNAUTHENTICATED, PEER_GONE)
 
 
 class FerryError(RuntimeError):

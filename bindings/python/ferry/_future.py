@@ -10,9 +10,9 @@ or set_exception, as torch's is; async_execution functions return one.
 
 import threading
 
-from . import _errors
+from . import _errors, _ferry
 
-_FOREVER_MS = 0xFFFFFFFF
+_FOREVER_MS = _ferry.FOREVER
 
 
 def _timeout_ms(timeout):

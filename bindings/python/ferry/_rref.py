@@ -9,7 +9,7 @@ fetching it (to_here) asks the owner for a pickled copy of the object as it
 is now.
 """
 
-from . import _agent
+from . import _agent, _ferry
 
 HELD = _agent.HELD
 
@@ -18,7 +18,7 @@ class RRef:
     def __init__(self, value=None, *, _handle=None, _py=True):
         """RRef(value) wraps a local value as an RRef this worker owns."""
         if _handle is None:
-            _handle = _agent.current().create_rref(HELD, [_agent.holder(value)], [])
+            _handle = _agent.current().create_rref(HELD, [_ferry.holder_tensor(value)], [])
         self.__handle = _handle
         self._py = _py  # the owner holds a Python object (not C bytes)
 
@@ -67,7 +67,7 @@ class RRef:
         if not self._py:
             message = self.__handle.to_here(_agent.timeout_ms(timeout))
             return _agent.decode_raw(message)
-        return _agent.fetch(self.owner().name, self, timeout)
+        return _agent.fetch(self.__handle.owner_id(), self, timeout)
 
     # ---- proxies: rref.rpc_sync().method(*args) on the owner ----------
     def rpc_sync(self, timeout=None):
@@ -95,6 +95,7 @@ class _Proxy:
 
     def __getattr__(self, method):
         def invoke(*args, **kwargs):
-            return self._call(self._rref.owner().name, _call_method,
+            # By id: owner() would scan the membership on every call.
+            return self._call(self._rref._handle().owner_id(), _call_method,
                               (self._rref, method, args, kwargs), timeout=self._timeout)
         return invoke

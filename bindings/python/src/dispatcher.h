@@ -38,7 +38,6 @@ class Dispatcher {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
-  bool stopped_ = false;
   std::thread thread_;
 };
 

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -274,7 +273,6 @@ class CallHandle {
 // A registered Python function: the callable, kept while the worker lives.
 struct Handler {
   PyObject* fn;
-  std::string name;
 };
 
 void RunHandler(void* user_data, ferry_call_t* call, ferry_message_t* args) {
@@ -414,7 +412,7 @@ class WorkerHandle {
   }
 
   void Register(const std::string& name, py::function fn, bool may_block) {
-    auto* h = new Handler{fn.inc_ref().ptr(), name};
+    auto* h = new Handler{fn.inc_ref().ptr()};
     ferry_worker_t* w = get();
     ferry_status_t s;
     {
@@ -621,4 +619,26 @@ PYBIND11_MODULE(_ferry, m) {
       .def("stats", &WorkerHandle::Stats);
 
   m.attr("FOREVER") = kForever;
+  // The C headers' constants, so that the Python layer never copies them.
+  for (const auto& [name, code] : std::initializer_list<std::pair<const char*, int>>{
+           {"OK", FERRY_OK},
+           {"CANCELLED", FERRY_CANCELLED},
+           {"UNKNOWN", FERRY_UNKNOWN},
+           {"INVALID_ARGUMENT", FERRY_INVALID_ARGUMENT},
+           {"DEADLINE_EXCEEDED", FERRY_DEADLINE_EXCEEDED},
+           {"NOT_FOUND", FERRY_NOT_FOUND},
+           {"ALREADY_EXISTS", FERRY_ALREADY_EXISTS},
+           {"PERMISSION_DENIED", FERRY_PERMISSION_DENIED},
+           {"RESOURCE_EXHAUSTED", FERRY_RESOURCE_EXHAUSTED},
+           {"FAILED_PRECONDITION", FERRY_FAILED_PRECONDITION},
+           {"ABORTED", FERRY_ABORTED},
+           {"INTERNAL", FERRY_INTERNAL},
+           {"UNAVAILABLE", FERRY_UNAVAILABLE},
+           {"UNAUTHENTICATED", FERRY_UNAUTHENTICATED},
+           {"PEER_GONE", FERRY_PEER_GONE},
+           {"MEMBER_ALIVE", FERRY_MEMBER_ALIVE},
+           {"MEMBER_LEFT", FERRY_MEMBER_LEFT},
+           {"MEMBER_GONE", FERRY_MEMBER_GONE}}) {
+    m.attr(name) = code;
+  }
 }
