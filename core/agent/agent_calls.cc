@@ -522,8 +522,10 @@ void Agent::OnRequest(PeerKey from, InMessage& msg) {
   HandlerEntry entry;
   bool found = false;
   std::string known;
+  std::string caller_name;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (auto m = members_.find(from.id); m != members_.end()) caller_name = m->second.name;
     auto it = handlers_.find(req.function);
     if (it != handlers_.end()) {
       entry = it->second;
@@ -558,12 +560,7 @@ void Agent::OnRequest(PeerKey from, InMessage& msg) {
   call->call_id_ = req.call_id;
   call->kind_ = req.call_kind;
   call->rref_ = req.rref;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    for (const auto& [id, m] : members_) {
-      if (id == from.id) call->caller_name_ = m.name;
-    }
-  }
+  call->caller_name_ = std::move(caller_name);
   if (req.call_kind == wire::CallKind::kRemote) {
     Respond(from, req.call_id, Status::Ok(), nullptr);
   }

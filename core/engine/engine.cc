@@ -444,9 +444,11 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
   env.kind = msg->kind;
   env.seq = seq;
   msg->header.clear();
-  msg->header.reserve(wire::kEnvelopeSize + msg->body.size());
   msg->body_in_segment0 =
       wire::kEnvelopeSize + msg->body.size() > info.max_header_size;
+  msg->header.reserve(std::max(wire::Writer::kInitialCapacity,
+                               wire::kEnvelopeSize +
+                                   (msg->body_in_segment0 ? 0 : msg->body.size())));
   if (msg->body_in_segment0) env.flags |= wire::kFlagBodyInSegment0;
   wire::Writer w(&msg->header);
   wire::EncodeEnvelope(env, w);
@@ -529,7 +531,9 @@ void Engine::RejectAndClose(Conn* c, ferry_status_t code, const std::string& why
   // A connection we opened, or one a peer's traffic already runs on, has
   // callers waiting behind it: fail them now with the reason instead of
   // leaving them to their deadlines.
-  ConnFailed(c, Status(code, "refused the connection to " + c->address + ": " + why),
+  ConnFailed(c, Status(code, "refused the connection " +
+                                 std::string(c->outbound ? "to " : "from ") + c->address +
+                                 ": " + why),
              actions);
 }
 
@@ -865,10 +869,9 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
       // We lost a connect race: the peer's own connection will arrive.
       auto it = peers_.find(c->peer_id);
       if (it != peers_.end() && it->second->outbound == c) {
-        it->second->outbound = nullptr;
         it->second->waiting_for_theirs = true;
       }
-      CloseConnLocked(c);
+      CloseConnLocked(c);  // detaches it from the peer
       return;
     }
     ConnFailed(c, Status(code == 0 ? FERRY_UNAVAILABLE : code,
@@ -1072,9 +1075,13 @@ void Engine::MakeReady(Conn* c, std::vector<Action>* actions) {
 
 void Engine::ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions) {
   if (c->store) {
+    // Only a connection that was ours or had authenticated concerns the
+    // store's users: a stranger refused during its handshake is not news
+    // (and must not read as the loss of the store this worker is joining).
+    const bool known = c->outbound || c->state == Conn::State::kReady;
     const uint64_t id = c->id;
     CloseConnLocked(c);
-    actions->push_back([this, id, why] { sink_->OnStoreConnGone(id, why); });
+    if (known) actions->push_back([this, id, why] { sink_->OnStoreConnGone(id, why); });
     return;
   }
   auto it = peers_.find(c->peer_id);

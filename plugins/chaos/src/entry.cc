@@ -9,8 +9,6 @@
 
 #include <ferry/transport.h>
 
-#include <cstring>
-#include <exception>
 #include <mutex>
 
 namespace ferry_chaos {
@@ -21,7 +19,6 @@ using ferry_plugin::BadArgs;
 using ferry_plugin::BadHandle;
 using ferry_plugin::CopyString;
 using ferry_plugin::Guarded;
-using ferry_plugin::GuardedCode;
 using ferry_plugin::GuardedVoid;
 
 constexpr const char* kPluginVersion = "0.1.0";

@@ -10,8 +10,6 @@
 
 #include <ferry/transport.h>
 
-#include <cstring>
-#include <exception>
 #include <mutex>
 
 namespace ferry_fabric {
@@ -22,7 +20,6 @@ using ferry_plugin::BadArgs;
 using ferry_plugin::BadHandle;
 using ferry_plugin::CopyString;
 using ferry_plugin::Guarded;
-using ferry_plugin::GuardedCode;
 using ferry_plugin::GuardedVoid;
 
 constexpr const char* kPluginName = "fabric";

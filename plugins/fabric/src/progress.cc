@@ -10,7 +10,6 @@
 #include <rdma/fi_errno.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace ferry_fabric {
 namespace {

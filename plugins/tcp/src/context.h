@@ -42,7 +42,6 @@
 
 #include <sys/uio.h>
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_set>

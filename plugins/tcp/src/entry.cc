@@ -13,8 +13,6 @@
 
 #include <ferry/transport.h>
 
-#include <cstring>
-#include <exception>
 #include <mutex>
 
 namespace ferry_tcp {
