@@ -227,8 +227,7 @@ def run_system(name, args):
             "--ferry-backend", args.ferry_backend] + (["--busy-poll"] if args.busy_poll else [])
     pin = (lambda cpu: ["taskset", "-c", str(cpu)]) if args.pin else (lambda cpu: [])
     caller = subprocess.Popen(pin(0) + base + ["--role", "caller"], stdout=subprocess.PIPE, text=True)
-    if name == "ferry":
-        time.sleep(0)  # the caller hosts the store; the callee retries its join
+    # For ferry the caller hosts the store; the callee retries its join until it listens.
     callee = subprocess.Popen(pin(1) + base + ["--role", "callee"])
     out, _ = caller.communicate(timeout=1800)
     callee.wait(timeout=120)

@@ -111,20 +111,13 @@ int RunPeer(const std::string& store, const std::string& job, const std::string&
 }
 
 struct Transport64 {
-  double ferry_median = 0, ferry_p99 = 0, raw_median = 0;
+  double ferry_median = 0, raw_median = 0;
   bool ok = false;
 };
-
-// The CPUs this process may use when it starts: ferry-bench-transport
-// places its two processes within the affinity it inherits, so it must not
-// inherit a Session's single-CPU pinning (both sides would then busy-poll on
-// one CPU and each round trip would take a scheduler time slice).
-cpu_set_t g_start_cpus;
 
 // The transport's own 64-byte ping-pong, by ferry-bench-transport.
 Transport64 TransportPingPong(const std::string& self_dir, const std::string& plugin,
                               bool busy, int iters) {
-  sched_setaffinity(0, sizeof g_start_cpus, &g_start_cpus);
   Transport64 t;
   const std::string json = "/tmp/ferry-bench-rpc-transport-" + std::to_string(getpid()) + ".json";
   const std::string cmd = self_dir + "/ferry-bench-transport --plugin " + plugin +
@@ -147,7 +140,6 @@ Transport64 TransportPingPong(const std::string& self_dir, const std::string& pl
   const size_t raw = s.find("\"raw\": {", results);
   if (ferry == std::string::npos || raw == std::string::npos) return t;
   t.ferry_median = number_after(ferry, "\"median\": ");
-  t.ferry_p99 = number_after(ferry, "\"p99\": ");
   t.raw_median = number_after(raw, "\"median\": ");
   t.ok = t.ferry_median > 0;
   return t;
@@ -193,6 +185,7 @@ double JoinMs(int n, const std::string& transport) {
 class Session {
  public:
   Session(const char* self, const std::string& transport, bool busy, const std::string& tag) {
+    sched_getaffinity(0, sizeof start_cpus_, &start_cpus_);
     Pin(0);
     const std::string job = "bench-rpc-" + std::to_string(getpid()) + "-" + tag;
     ferry::Worker::Options o = StoreHostOptions("bench", job, transport);
@@ -222,10 +215,15 @@ class Session {
     close(to_peer_);
     waitpid(pid_, nullptr, 0);
     me_->Shutdown(1000ms);
+    // ferry-bench-transport places its two processes within the affinity it
+    // inherits: it must not inherit this session's single CPU (both of its
+    // sides would busy-poll on one CPU).
+    sched_setaffinity(0, sizeof start_cpus_, &start_cpus_);
   }
   ferry::Worker& me() { return *me_; }
 
  private:
+  cpu_set_t start_cpus_;
   std::unique_ptr<ferry::Worker> me_;
   pid_t pid_ = 0;
   int to_peer_ = -1;
@@ -333,7 +331,6 @@ int main(int argc, char** argv) {
     if (i + 1 < argc) opt[k] = argv[++i];
   }
   const std::string transport = opt.count("--transport") ? opt["--transport"] : "tcp";
-  sched_getaffinity(0, sizeof g_start_cpus, &g_start_cpus);
   if (opt.count("--peer")) {
     return RunPeer(opt["--store"], opt["--job"], transport, opt["--busy"] == "1");
   }
@@ -342,7 +339,6 @@ int main(int argc, char** argv) {
   // Each round is a full measurement: --iters round trips of each side, and
   // iters/5 RRefs (the final wait for the owner to free them, about one
   // acknowledgement flush, must stay small against the whole).
-  const int round_iters = iters;
   const int round_rrefs = std::max(200, iters / 5);
   const std::string modes = opt.count("--mode") ? opt["--mode"] : "both";
   const std::string json_path = opt.count("--json") ? opt["--json"] : "";
@@ -366,10 +362,10 @@ int main(int argc, char** argv) {
     std::vector<std::pair<int64_t, Summary>> echo;
     bool tp_ok = true;
     for (int r = 0; r < rounds; ++r) {
-      const Transport64 tp = TransportPingPong(self_dir, transport, busy, round_iters);
+      const Transport64 tp = TransportPingPong(self_dir, transport, busy, iters);
       tp_ok = tp_ok && tp.ok;
       Session s(argv[0], transport, busy, std::string(mode) + std::to_string(r));
-      const Summary noop = NoopRpcSync(s.me(), round_iters);
+      const Summary noop = NoopRpcSync(s.me(), iters);
       const double rref = RRefCreateDelete(s.me(), round_rrefs);
       std::printf("  round %d: transport ping-pong %5.1f us (raw TCP %5.1f), rpc_sync no-op "
                   "%5.1f us (p99 %5.1f): core adds %4.1f us; RRef create+delete %5.1f us\n",

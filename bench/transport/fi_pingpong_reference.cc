@@ -86,10 +86,8 @@ StatusOr<FiPingPongReport> ParseFiPingPongOutput(const std::string& text) {
     if (w.size() != 8) break;
     char* end = nullptr;
     FiPingPongReport r;
-    r.mb_per_sec = std::strtod(w[5].c_str(), &end);
-    const bool mb_ok = end != w[5].c_str() && *end == '\0';
     r.usec_per_xfer = std::strtod(w[6].c_str(), &end);
-    if (mb_ok && end != w[6].c_str() && *end == '\0' && r.usec_per_xfer > 0) {
+    if (end != w[6].c_str() && *end == '\0' && r.usec_per_xfer > 0) {
       return r;
     }
     break;

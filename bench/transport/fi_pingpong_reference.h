@@ -35,7 +35,6 @@ namespace ferry::bench {
 // One line of fi_pingpong's table.
 struct FiPingPongReport {
   double usec_per_xfer = 0;  // mean half round trip, microseconds
-  double mb_per_sec = 0;     // 1e6 bytes/s, both directions counted
 };
 
 // Parses fi_pingpong's stdout: the line after the "bytes #sent ..." header.

@@ -45,22 +45,6 @@ fi_info* MakeHints(const std::string& provider, bool rma) {
   return hints;
 }
 
-std::string MrModeText(uint64_t mr_mode) {
-  static const struct {
-    uint64_t bit;
-    const char* name;
-  } kBits[] = {{FI_MR_LOCAL, "FI_MR_LOCAL"},
-               {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"},
-               {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
-               {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"},
-               {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"}};
-  std::string out;
-  for (const auto& b : kBits) {
-    if (mr_mode & b.bit) out += (out.empty() ? "" : "|") + std::string(b.name);
-  }
-  return out.empty() ? "none" : out;
-}
-
 }  // namespace
 
 std::string DefaultFabricProvider() {
@@ -208,19 +192,6 @@ RawFabricEndpoint::~RawFabricEndpoint() {
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
   if (info_ != nullptr) fi_freeinfo(info_);
-}
-
-std::string RawFabricEndpoint::Describe() const {
-  return "provider " + provider_ + ", " +
-         (rma_ ? "one fi_writedata per message (RMA write with remote CQ data)"
-               : "one fi_tsend per message") +
-         ", mr_mode " + MrModeText(mr_mode_) + ", inject " +
-         std::to_string(inject_size_) + " B, " +
-         (mode_ == PollMode::kBusy
-              ? std::string("CQ spun (FI_WAIT_NONE)")
-              : wait_fd_ >= 0 ? std::string("CQ wait fd (fi_trywait + poll)")
-                              : std::string("no CQ wait object: polled with "
-                                            "back-off"));
 }
 
 StatusOr<fi_addr_t> RawFabricEndpoint::InsertPeer(const std::string& name) {

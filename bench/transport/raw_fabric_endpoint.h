@@ -46,7 +46,6 @@ class RawFabricEndpoint {
   const std::string& name() const { return name_; }  // fi_getname bytes
   bool rma() const { return rma_; }
   size_t inject_size() const { return inject_size_; }
-  std::string Describe() const;  // provider, path, mr_mode, wait object
 
   StatusOr<fi_addr_t> InsertPeer(const std::string& name);
 

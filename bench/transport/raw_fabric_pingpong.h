@@ -47,7 +47,6 @@ class RawFabricPingPong final : public PingPongClient, public PingPongServer {
   // waiting (the peer accepts only once every reference is connected); its
   // answer, the keys of its buffers, is read before the first exchange.
   Status Connect(const std::string& address);
-  std::string Describe() const { return endpoint_->Describe(); }
 
   Status RoundTrip(uint64_t size) override;
   Status Stream(uint64_t size, uint32_t count, uint32_t window) override;

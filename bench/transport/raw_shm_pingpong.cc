@@ -121,8 +121,7 @@ RawShmPingPong::RawShmPingPong(PollMode mode, BufferSet* buffers, void* base,
     : mode_(mode),
       buffers_(buffers),
       base_(base),
-      header_(static_cast<Header*>(base)),
-      is_client_(is_client) {
+      header_(static_cast<Header*>(base)) {
   uint8_t* up = static_cast<uint8_t*>(base) + kDataOffset;
   uint8_t* down = up + kRingSize;
   if (is_client) {

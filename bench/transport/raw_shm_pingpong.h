@@ -85,7 +85,6 @@ class RawShmPingPong final : public PingPongClient, public PingPongServer {
   BufferSet* buffers_;
   void* base_;  // the whole mapping, owned: munmap()ed by the destructor
   raw_shm::Header* header_;
-  bool is_client_;
   int memfd_ = -1;  // peer only, until attached
   pid_t peer_pid_ = 0;
   std::string address_;
