@@ -166,7 +166,7 @@ Status FerryPingPong::Poll() {
   if (n == 0 && mode_ == PollMode::kSleep) {
     Sleep();
   } else {
-    idle_polls_ = 0;
+    backoff_.Reset();
   }
   return Status();
 }
@@ -181,14 +181,7 @@ void FerryPingPong::Sleep() {
     (void)poll(&p, 1, 1000);
     return;
   }
-  // No wait object (libfabric's shm provider has none): back off the way the
-  // core does, from spinning to sleeps of up to 1 ms.
-  if (++idle_polls_ < 64) return;
-  ++counters_.waits;
-  const long ns = std::min<long>(
-      1000000L, 1000L << std::min<uint32_t>(idle_polls_ - 64, 10));
-  timespec ts{0, ns};
-  nanosleep(&ts, nullptr);
+  backoff_.Wait(&counters_);  // no wait object
 }
 
 Status FerryPingPong::Handle(const ferry_event_t& ev) {

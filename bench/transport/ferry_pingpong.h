@@ -114,7 +114,7 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   uint64_t sends_done_ = 0;
   std::vector<uint8_t> slot_busy_;  // a place() into recv[i] is in flight
   uint64_t next_seq_ = 0;
-  uint32_t idle_polls_ = 0;  // back-off state without a wakeup fd
+  IdleBackoff backoff_;  // sleep mode without a wakeup fd
   LoopCounters counters_;
   std::array<ferry_event_t, 16> events_{};
 };

@@ -7,6 +7,9 @@
 
 #include "common/status.h"
 
+#include <time.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +30,25 @@ const char* PollModeName(PollMode mode);
 struct LoopCounters {
   uint64_t calls = 0;
   uint64_t waits = 0;
+};
+
+// Sleep mode without a wait object (libfabric's shm provider has none): the
+// core's back-off, shared by ferry's loop and the raw libfabric floor so they
+// stay in step. Spins for 64 empty polls, then sleeps 1 us doubling to 1 ms.
+class IdleBackoff {
+ public:
+  void Reset() { idle_polls_ = 0; }
+  // After an empty poll.
+  void Wait(LoopCounters* counters) {
+    if (++idle_polls_ < 64) return;
+    ++counters->waits;
+    const long ns = std::min<long>(1000000L, 1000L << std::min<uint32_t>(idle_polls_ - 64, 10));
+    timespec ts{0, ns};
+    nanosleep(&ts, nullptr);
+  }
+
+ private:
+  uint32_t idle_polls_ = 0;
 };
 
 // The side that starts each exchange and owns the clock. Each call returns

@@ -230,7 +230,7 @@ StatusOr<size_t> RawFabricEndpoint::Poll(fi_cq_data_entry* out, size_t max) {
   ++counters_.calls;
   const ssize_t n = fi_cq_read(cq_, out, max);
   if (n > 0) {
-    idle_polls_ = 0;
+    backoff_.Reset();
     return static_cast<size_t>(n);
   }
   if (n == -FI_EAVAIL) {
@@ -261,14 +261,7 @@ void RawFabricEndpoint::Wait() {
     (void)poll(&p, 1, 1000);  // the timeout only bounds a lost wake-up
     return;
   }
-  // No wait object: the same back-off as ferry's bench loop (and the core):
-  // spinning at first, then sleeps growing to 1 ms.
-  if (++idle_polls_ < 64) return;
-  ++counters_.waits;
-  const long ns = std::min<long>(
-      1000000L, 1000L << std::min<uint32_t>(idle_polls_ - 64, 10));
-  timespec ts{0, ns};
-  nanosleep(&ts, nullptr);
+  backoff_.Wait(&counters_);  // no wait object
 }
 
 }  // namespace ferry::bench

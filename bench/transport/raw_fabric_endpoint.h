@@ -83,7 +83,7 @@ class RawFabricEndpoint {
   uint64_t next_key_ = 1;
   PollMode mode_ = PollMode::kBusy;
   int wait_fd_ = -1;          // the CQ's wait fd (sleep mode, when it has one)
-  uint32_t idle_polls_ = 0;   // back-off state without a wait fd
+  IdleBackoff backoff_;   // sleep mode without a wait fd
   LoopCounters counters_;
 };
 
