@@ -79,6 +79,7 @@ struct Engine::Peer {
   wire::MemberRecord record;  // endpoints may be empty (learnt from HELLO)
   Conn* conn = nullptr;       // the authenticated connection
   Conn* outbound = nullptr;   // our connect() in progress, if any
+  Conn* inbound = nullptr;    // its connection, accepted and mid-handshake
   bool waiting_for_theirs = false;  // we lost the connect race
   std::deque<std::pair<uint64_t, std::unique_ptr<OutMessage>>> backlog;
   uint64_t next_seq = 1;
@@ -254,6 +255,13 @@ void Engine::AddMember(const wire::MemberRecord& record) {
     }
     auto p = std::make_unique<Peer>();
     p->record = record;
+    // Its connection may have arrived before the store's news of it.
+    for (auto& [cid, c] : conns_) {
+      if (!c->outbound && !c->store && c->state == Conn::State::kChallengeSent &&
+          c->peer_id == record.id && c->peer_incarnation == record.incarnation) {
+        p->inbound = c.get();
+      }
+    }
     peers_[record.id] = std::move(p);
   }
   for (auto& a : actions) a();
@@ -330,7 +338,9 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
     return SendOnConnLocked(p->conn, std::move(msg), seq);
   }
   p->backlog.emplace_back(seq, std::move(msg));
-  if (p->outbound == nullptr && !p->waiting_for_theirs) {
+  // A connection of the peer's that we accepted will carry this: opening a
+  // second one would make two that each side may take for the one.
+  if (p->outbound == nullptr && p->inbound == nullptr && !p->waiting_for_theirs) {
     Status s = ConnectToPeer(p);
     if (!s.ok()) {
       std::vector<Action> actions;
@@ -547,6 +557,7 @@ void Engine::CloseConnLocked(Conn* c) {
     Peer* p = it->second.get();
     if (p->conn == c) p->conn = nullptr;
     if (p->outbound == c) p->outbound = nullptr;
+    if (p->inbound == c) p->inbound = nullptr;
   }
   std::unique_lock<std::mutex> cl;
   if (c->slot->call_mu) cl = std::unique_lock<std::mutex>(*c->slot->call_mu);
@@ -922,12 +933,17 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
                              " of this worker has been replaced", actions);
           return;
         }
-        // Connect race: the lower id's connection wins.
-        if (p->outbound != nullptr && p->record.incarnation == c->peer_incarnation &&
+        // Connect race: the lower id's connection wins, whether still in
+        // its handshake or already authenticated here. (Its acceptor may
+        // already have sent calls on it, and takes it for the one.)
+        const bool mine = p->outbound != nullptr ||
+                          (p->conn != nullptr && p->conn->outbound);
+        if (mine && p->record.incarnation == c->peer_incarnation &&
             self_id_ < c->peer_id) {
           RejectAndClose(c, FERRY_ALREADY_EXISTS, "connection race: mine wins", actions);
           return;
         }
+        if (p->record.incarnation == c->peer_incarnation) p->inbound = c;
       }
     }
     c->my_nonce = auth::RandomNonce();
@@ -1059,7 +1075,9 @@ void Engine::MakeReady(Conn* c, std::vector<Action>* actions) {
   }
   if (p->conn != nullptr && p->conn != c) CloseConnLocked(p->conn);
   if (p->outbound != nullptr && p->outbound != c) CloseConnLocked(p->outbound);
+  if (p->inbound != nullptr && p->inbound != c) CloseConnLocked(p->inbound);
   p->outbound = nullptr;
+  p->inbound = nullptr;
   p->waiting_for_theirs = false;
   p->conn = c;
   while (!p->backlog.empty()) {
@@ -1088,7 +1106,15 @@ void Engine::ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions
   Peer* p = it == peers_.end() ? nullptr : it->second.get();
   const bool was_conn = p != nullptr && p->conn == c;
   const bool was_outbound = p != nullptr && p->outbound == c;
+  const bool was_inbound = p != nullptr && p->inbound == c;
   CloseConnLocked(c);  // detaches c from p
+  if (was_inbound && !p->gone && p->conn == nullptr && p->outbound == nullptr &&
+      !p->backlog.empty()) {
+    // Calls were waiting for the connection it had opened: open ours.
+    Status s = ConnectToPeer(p);
+    if (!s.ok()) PeerGone(p, s, actions);
+    return;
+  }
   if (was_outbound && p->conn == nullptr && !p->waiting_for_theirs) {
     PeerGone(p, Status(why.code() == FERRY_UNAVAILABLE ? FERRY_PEER_GONE : why.code(),
                        "cannot reach worker '" + p->record.name + "': " + why.message()),
@@ -1111,6 +1137,7 @@ void Engine::PeerGone(Peer* p, const Status& why, std::vector<Action>* actions) 
   p->backlog.clear();
   if (p->conn) CloseConnLocked(p->conn);
   if (p->outbound) CloseConnLocked(p->outbound);
+  if (p->inbound) CloseConnLocked(p->inbound);
   FERRY_LOG(FERRY_LOG_INFO, kLog, p->gone_why.message());
   const PeerKey key{p->record.id, p->record.incarnation};
   if (p->leaving) {

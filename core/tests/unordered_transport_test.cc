@@ -37,16 +37,20 @@ void ServeEcho(ferry::Worker& w) {
   });
 }
 
-// Both workers call each other the moment they know of each other: one of
-// the two connections wins the connect race, and its acceptor flushes its
-// queued call right behind READY. With up to 3 ms of random delay on every
-// arrival, the call overtakes READY in about half of the runs; twelve seeds
-// make a regression all but certain to show.
+// Both workers call each other, the second call a little after the first,
+// so that it finds the first call's connection at every step of its
+// handshake across the seeds. Two faults used to show here:
+// - the call that followed READY overtook it and was refused as traffic
+//   before authentication;
+// - the second worker opened a connection of its own while the first one's
+//   was mid-handshake; both became ready, each worker kept a different one
+//   and closed the other, and each took the other's close for its death.
+// Against the engine before these fixes, 10 runs out of 10 failed.
 TEST(UnorderedTransport, CallsQueuedBehindAHandshakeSurviveReordering) {
   setenv("FERRY_CHAOS_INNER", "tcp", 0);
   setenv("FERRY_CHAOS_DELAY_US_MAX", "3000", 1);
   setenv("FERRY_CHAOS_DUP_RATE", "150", 1);
-  for (int seed = 1; seed <= 12; ++seed) {
+  for (int seed = 1; seed <= 40; ++seed) {
     SCOPED_TRACE("chaos seed " + std::to_string(seed));
     setenv("FERRY_CHAOS_SEED", std::to_string(seed).c_str(), 1);
     const std::string job = "unordered." + std::to_string(seed);
@@ -66,10 +70,19 @@ TEST(UnorderedTransport, CallsQueuedBehindAHandshakeSurviveReordering) {
         *error = e.what();
       }
     };
-    std::thread ta(call, std::ref(a), "b", &from_a, &error_a);
-    std::thread tb(call, std::ref(b), "a", &from_b, &error_b);
-    ta.join();
-    tb.join();
+    // The second call starts up to 6 ms after the first: it then finds the
+    // first one's connection anywhere in its handshake (each message is
+    // delayed up to 3 ms), which is where a second connection used to be
+    // opened and both workers to take a different one for the one.
+    const bool a_first = seed % 2 == 0;
+    const auto stagger = std::chrono::microseconds(500 * (seed / 2));
+    std::thread first = a_first ? std::thread(call, std::ref(a), "b", &from_a, &error_a)
+                                : std::thread(call, std::ref(b), "a", &from_b, &error_b);
+    std::this_thread::sleep_for(stagger);  // an input of the test, not a wait
+    std::thread second = a_first ? std::thread(call, std::ref(b), "a", &from_b, &error_b)
+                                 : std::thread(call, std::ref(a), "b", &from_a, &error_a);
+    first.join();
+    second.join();
     EXPECT_EQ(error_a, "");
     EXPECT_EQ(error_b, "");
     EXPECT_EQ(from_a, "hi b");
