@@ -136,9 +136,7 @@ StatusOr<Value> Agent::DecodeValue(uint64_t from, wire::ValueMeta& meta, InMessa
   Value v;
   v.bytes = std::move(meta.bytes);
   for (size_t i = 0; i < meta.tensors.size(); ++i) {
-    void* data = msg.segments[i].data;
-    msg.segments[i].data = nullptr;  // the tensor owns it now
-    v.tensors.push_back(AdoptReceivedTensor(data, meta.tensors[i]));
+    v.tensors.push_back(AdoptReceivedTensor(std::move(msg.segments[i]), meta.tensors[i]));
   }
   for (const auto& ref : meta.rrefs) v.rrefs.push_back(rrefs_->Receive(from, ref));
   return v;
@@ -240,9 +238,7 @@ std::shared_ptr<Future> Agent::Fetch(const std::shared_ptr<RRefHandle>& rref,
       wire::TensorMeta tm;
       tm.dtype = t->dl_tensor.dtype;
       tm.shape.assign(t->dl_tensor.shape, t->dl_tensor.shape + t->dl_tensor.ndim);
-      void* data = buf.data;
-      buf.data = nullptr;
-      copy.tensors.push_back(AdoptReceivedTensor(data, tm));
+      copy.tensors.push_back(AdoptReceivedTensor(std::move(buf), tm));
     }
     copy.rrefs = v.value()->rrefs;
     f->Complete(Status::Ok(), std::move(copy));

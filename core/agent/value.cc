@@ -1,9 +1,9 @@
 // Value ownership and DLPack helpers (value.h).
 #include "agent/value.h"
 
+#include "engine/message.h"
 #include "wire/messages.h"
 
-#include <cstdlib>
 
 namespace ferry {
 
@@ -67,23 +67,21 @@ namespace {
 struct ReceivedTensor {
   DLManagedTensor managed;
   std::vector<int64_t> shape;
-  void* data;
+  AlignedBuffer bytes;
 };
 
 void DeleteReceived(DLManagedTensor* self) {
-  auto* r = static_cast<ReceivedTensor*>(self->manager_ctx);
-  std::free(r->data);
-  delete r;
+  delete static_cast<ReceivedTensor*>(self->manager_ctx);
 }
 
 }  // namespace
 
-DLManagedTensor* AdoptReceivedTensor(void* aligned_data, const wire::TensorMeta& meta) {
+DLManagedTensor* AdoptReceivedTensor(AlignedBuffer bytes, const wire::TensorMeta& meta) {
   auto* r = new ReceivedTensor();
   r->shape = meta.shape;
-  r->data = aligned_data;
+  r->bytes = std::move(bytes);
   DLTensor& t = r->managed.dl_tensor;
-  t.data = aligned_data;
+  t.data = r->bytes.data;
   // Received bytes are in host memory (device-carrying transports place
   // into device memory in a later version).
   t.device = DLDevice{kDLCPU, 0};

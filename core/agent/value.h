@@ -15,6 +15,7 @@
 namespace ferry {
 
 class RRefHandle;
+struct AlignedBuffer;
 struct InMessage;
 namespace wire { struct TensorMeta; }
 
@@ -36,8 +37,8 @@ struct Value {
 StatusOr<uint64_t> TensorBytes(const DLTensor& t, size_t index);
 
 // Wraps a received segment as a DLManagedTensor that owns it (the deleter
-// frees the bytes, the shape and itself).
-DLManagedTensor* AdoptReceivedTensor(void* aligned_data,
-                                     const wire::TensorMeta& meta);
+// gives the bytes back to the receive-buffer pool and frees the shape and
+// itself).
+DLManagedTensor* AdoptReceivedTensor(AlignedBuffer bytes, const wire::TensorMeta& meta);
 
 }  // namespace ferry

@@ -1,20 +1,18 @@
 // Buffers and ownership of core messages (message.h).
 #include "engine/message.h"
 
-#include <new>
+#include "engine/receive_buffers.h"
+
 
 namespace ferry {
 
-AlignedBuffer::AlignedBuffer(size_t n) : size(n) {
-  // aligned_alloc needs a size that is a multiple of the alignment.
-  const size_t rounded = ((n + 63) / 64) * 64;
-  data = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (data == nullptr) throw std::bad_alloc();
-}
+AlignedBuffer::AlignedBuffer(size_t n) : data(receive_buffers::Allocate(n)), size(n) {}
+
+AlignedBuffer::~AlignedBuffer() { receive_buffers::Release(data, size); }
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   if (this != &o) {
-    std::free(data);
+    receive_buffers::Release(data, size);
     data = o.data;
     size = o.size;
     o.data = nullptr;

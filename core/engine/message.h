@@ -18,11 +18,12 @@
 namespace ferry {
 
 // A received segment's bytes, 64-byte aligned (tensors are handed to users
-// as DLPack tensors, which libraries expect aligned).
+// as DLPack tensors, which libraries expect aligned); large ones come from
+// the receive-buffer pool (receive_buffers.h).
 struct AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t n);
-  ~AlignedBuffer() { std::free(data); }
+  ~AlignedBuffer();
   AlignedBuffer(AlignedBuffer&& o) noexcept : data(o.data), size(o.size) {
     o.data = nullptr;
     o.size = 0;
