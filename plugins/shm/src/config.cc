@@ -101,6 +101,7 @@ Status LoadConfig(uint32_t init_flags, Config* out) {
   if (!(st = GetSize("inline_max", 0, c.inline_budget, &c.inline_max)).ok()) return st;
   if (!(st = GetBool("cma", &c.cma)).ok()) return st;
   if (!(st = GetSize("cma_min", 1, uint64_t{1} << 40, &c.cma_min)).ok()) return st;
+  if (!(st = GetSize("cma_max", 0, uint64_t{1} << 40, &c.cma_max)).ok()) return st;
   if (!(st = GetSize("max_message_size", 1, kSegLengthMask, &c.max_message_size)).ok()) {
     return st;
   }

@@ -23,7 +23,11 @@ struct Config {
   uint64_t inline_max = 16ull << 10;   // a segment this small goes inline
   uint64_t inline_budget = 64ull << 10;  // inline bytes per message
   bool cma = true;                     // false: always copy through the ring
-  uint64_t cma_min = 64ull << 10;      // segments this large use CMA
+  uint64_t cma_min = 64ull << 10;      // segments this large use CMA...
+  // ...up to this size (0: no bound). Larger ones are copied through the
+  // ring, by both processes at once: on two cores that pipeline beat one
+  // process's process_vm_readv from 1 MiB up (README, "Data paths").
+  uint64_t cma_max = 1ull << 20;
 
   // Limits reported by query().
   uint32_t max_header_size = 64u << 10;

@@ -160,7 +160,8 @@ bool Conn::WriteMessage(SendOp* op, Status* st) {
       s.mode = kSegInline;
       inline_total += s.length;
       inline_bytes += AlignUp(s.length, 8);
-    } else if (cma_send_ && s.length >= cfg.cma_min) {
+    } else if (cma_send_ && s.length >= cfg.cma_min &&
+               (cfg.cma_max == 0 || s.length <= cfg.cma_max)) {
       s.mode = kSegCma;
       ++num_cma;
     } else {
