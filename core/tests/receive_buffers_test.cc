@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -22,6 +23,12 @@ long MinorFaults() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_minflt;
+}
+
+long FaultsDuring(const std::function<void()>& f) {
+  const long before = MinorFaults();
+  f();
+  return MinorFaults() - before;
 }
 
 // Writes every page, as a transport placing a message does.
@@ -61,10 +68,11 @@ TEST(ReceiveBuffers, ReusedBufferCostsNoPageFaults) {
   void* a = rb::Allocate(n);
   Fill(a, n, 1);
   rb::Release(a, n);
-  const long faults = MinorFaults();
-  void* b = rb::Allocate(n);
-  Fill(b, n, 2);
-  const long taken = MinorFaults() - faults;
+  void* b = nullptr;
+  const long taken = FaultsDuring([&] {
+    b = rb::Allocate(n);
+    Fill(b, n, 2);
+  });
   rb::Release(b, n);
   EXPECT_LT(taken, FaultBound(n)) << "receiving into a reused buffer faulted " << taken
                                  << " times";
@@ -79,9 +87,7 @@ TEST(ReceiveBuffers, FreshLargeBufferIsFaultedInBeforeUse) {
   rb::Trim();  // no cached buffer to reuse
   const size_t n = 32u << 20;
   void* a = rb::Allocate(n);
-  const long faults = MinorFaults();
-  Fill(a, n, 3);
-  const long taken = MinorFaults() - faults;
+  const long taken = FaultsDuring([&] { Fill(a, n, 3); });
   rb::Release(a, n);
   EXPECT_LT(taken, FaultBound(n)) << "the first write into a fresh buffer faulted " << taken
                                  << " times";
