@@ -41,21 +41,6 @@ ReferenceInfo FiPingPongInfo(const Options& o) {
 }
 
 #ifdef FERRY_BENCH_HAVE_LIBFABRIC
-class RawFabricListener final : public ReferenceListener {
- public:
-  explicit RawFabricListener(std::unique_ptr<RawFabricPingPong> pp)
-      : pingpong_(std::move(pp)) {}
-  std::string address() const override { return pingpong_->address(); }
-  StatusOr<std::unique_ptr<PingPongServer>> Accept(int timeout_ms) override {
-    Status st = pingpong_->Accept(timeout_ms);
-    if (!st.ok()) return st;
-    return std::unique_ptr<PingPongServer>(std::move(pingpong_));
-  }
-
- private:
-  std::unique_ptr<RawFabricPingPong> pingpong_;
-};
-
 class RawFabricReference final : public Reference {
  public:
   explicit RawFabricReference(const Options& o)
@@ -68,7 +53,8 @@ class RawFabricReference final : public Reference {
     auto pp = RawFabricPingPong::Open(provider_, path_, mode, buffers);
     if (!pp.ok()) return pp.status();
     return std::unique_ptr<ReferenceListener>(
-        new RawFabricListener(std::move(pp).value()));
+        new SelfAcceptingListener<RawFabricPingPong, &RawFabricPingPong::Accept>(
+            std::move(pp).value()));
   }
   // Sends the hello and returns; the peer's answer is read on first use.
   StatusOr<std::unique_ptr<PingPongClient>> Connect(

@@ -118,8 +118,8 @@ void Pause() { __builtin_ia32_pause(); }
 
 RawShmPingPong::RawShmPingPong(PollMode mode, BufferSet* buffers, void* base,
                                bool is_client)
-    : mode_(mode),
-      buffers_(buffers),
+    : ByteStreamPingPong(buffers),
+      mode_(mode),
       base_(base),
       header_(static_cast<Header*>(base)) {
   uint8_t* up = static_cast<uint8_t*>(base) + kDataOffset;
@@ -264,7 +264,7 @@ void RawShmPingPong::WakeIfWaiting(const uint64_t* word, const uint64_t* flag) {
 // boundary after a message's last byte, and so does the reader. Positions
 // inside a message stay line-aligned too (chunks and the ring are multiples
 // of a line), so the skip never overruns the free space.
-Status RawShmPingPong::Write(const uint8_t* src, uint64_t size) {
+Status RawShmPingPong::Send(const uint8_t* src, uint64_t size) {
   RingControl* c = tx_.control;
   while (size > 0) {
     uint64_t free_bytes = kRingSize - (tx_.position - tx_.other);
@@ -291,7 +291,7 @@ Status RawShmPingPong::Write(const uint8_t* src, uint64_t size) {
   return Status();
 }
 
-Status RawShmPingPong::Read(uint8_t* dst, uint64_t size) {
+Status RawShmPingPong::Receive(uint8_t* dst, uint64_t size) {
   RingControl* c = rx_.control;
   while (size > 0) {
     if (rx_.other == rx_.position) {
@@ -316,41 +316,6 @@ Status RawShmPingPong::Read(uint8_t* dst, uint64_t size) {
   return Status();
 }
 
-Status RawShmPingPong::RoundTrip(uint64_t size) {
-  Status st = Write(buffers_->send->data(), size);
-  if (!st.ok()) return st;
-  return Read(buffers_->recv[0]->data(), size);
-}
-
-Status RawShmPingPong::Echo(uint64_t size) {
-  Status st = Read(buffers_->recv[0]->data(), size);
-  if (!st.ok()) return st;
-  return Write(buffers_->recv[0]->data(), size);
-}
-
-// The ring is the raw stream's window: `window` has no meaning here, and
-// writing back to back is the fastest the sender can go.
-Status RawShmPingPong::Stream(uint64_t size, uint32_t count,
-                              uint32_t /*window*/) {
-  for (uint32_t i = 0; i < count; ++i) {
-    Status st = Write(buffers_->send->data(), size);
-    if (!st.ok()) return st;
-  }
-  uint8_t ack = 0;
-  return Read(&ack, 1);
-}
-
-Status RawShmPingPong::StreamSink(uint64_t size, uint32_t count,
-                                  uint32_t window) {
-  const size_t ring = std::min<size_t>(window, buffers_->recv.size());
-  for (uint32_t i = 0; i < count; ++i) {
-    Status st = Read(buffers_->recv[i % ring]->data(), size);
-    if (!st.ok()) return st;
-  }
-  const uint8_t ack = 1;
-  return Write(&ack, 1);
-}
-
 // --------------------------------------------------------------------------
 // As a reference of the benchmark.
 // --------------------------------------------------------------------------
@@ -364,21 +329,6 @@ const ReferenceInfo kRawShmInfo = {
     "it out into the destination buffer and publishes its tail; no framing; "
     "busy: spin on the index; sleep: waiting flag + futex"};
 
-class RawShmListener final : public ReferenceListener {
- public:
-  explicit RawShmListener(std::unique_ptr<RawShmPingPong> pp)
-      : pp_(std::move(pp)) {}
-  std::string address() const override { return pp_->address(); }
-  StatusOr<std::unique_ptr<PingPongServer>> Accept(int timeout_ms) override {
-    Status st = pp_->WaitAttached(timeout_ms);
-    if (!st.ok()) return st;
-    return std::unique_ptr<PingPongServer>(std::move(pp_));
-  }
-
- private:
-  std::unique_ptr<RawShmPingPong> pp_;
-};
-
 class RawShmReference final : public Reference {
  public:
   const ReferenceInfo& info() const override { return kRawShmInfo; }
@@ -387,7 +337,8 @@ class RawShmReference final : public Reference {
     auto pp = RawShmPingPong::Create(mode, buffers);
     if (!pp.ok()) return pp.status();
     return std::unique_ptr<ReferenceListener>(
-        new RawShmListener(std::move(pp).value()));
+        new SelfAcceptingListener<RawShmPingPong, &RawShmPingPong::WaitAttached>(
+            std::move(pp).value()));
   }
   StatusOr<std::unique_ptr<PingPongClient>> Connect(
       const std::string& address, PollMode mode,

@@ -21,7 +21,7 @@
 
 #include "common/status.h"
 #include "transport/buffers.h"
-#include "transport/pingpong.h"
+#include "transport/byte_stream_pingpong.h"
 #include "transport/reference.h"
 
 #include <sys/types.h>
@@ -37,7 +37,7 @@ struct Header;
 struct RingControl;
 }  // namespace raw_shm
 
-class RawShmPingPong final : public PingPongClient, public PingPongServer {
+class RawShmPingPong final : public ByteStreamPingPong<RawShmPingPong> {
  public:
   // Peer side: creates and pre-faults the mapping.
   static StatusOr<std::unique_ptr<RawShmPingPong>> Create(PollMode mode,
@@ -55,11 +55,9 @@ class RawShmPingPong final : public PingPongClient, public PingPongServer {
   // mappings keep the pages).
   Status WaitAttached(int timeout_ms);
 
-  Status RoundTrip(uint64_t size) override;
-  Status Stream(uint64_t size, uint32_t count, uint32_t window) override;
-  Status Echo(uint64_t size) override;
-  Status StreamSink(uint64_t size, uint32_t count, uint32_t window) override;
-  Status Flush() override { return Status(); }  // a write is in the ring
+  // The byte stream (byte_stream_pingpong.h): through the rings.
+  Status Send(const uint8_t* src, uint64_t size);
+  Status Receive(uint8_t* dst, uint64_t size);
   LoopCounters counters() const override { return counters_; }
 
  private:
@@ -73,8 +71,6 @@ class RawShmPingPong final : public PingPongClient, public PingPongServer {
 
   RawShmPingPong(PollMode mode, BufferSet* buffers, void* base,
                  bool is_client);
-  Status Write(const uint8_t* src, uint64_t size);
-  Status Read(uint8_t* dst, uint64_t size);
   // Blocks until the word at `word` differs from `seen` (busy: spin; sleep:
   // the waiting-flag handshake and futex_wait). OK when it changed.
   Status WaitChange(const uint64_t* word, uint64_t seen, uint64_t* flag);
@@ -82,7 +78,6 @@ class RawShmPingPong final : public PingPongClient, public PingPongServer {
   Status CheckPeerAlive();
 
   PollMode mode_;
-  BufferSet* buffers_;
   void* base_;  // the whole mapping, owned: munmap()ed by the destructor
   raw_shm::Header* header_;
   int memfd_ = -1;  // peer only, until attached

@@ -116,7 +116,7 @@ StatusOr<int> RawTcpConnect(const std::string& address) {
 }
 
 RawTcpPingPong::RawTcpPingPong(int fd, PollMode mode, BufferSet* buffers)
-    : fd_(fd), mode_(mode), buffers_(buffers) {}
+    : ByteStreamPingPong(buffers), fd_(fd), mode_(mode) {}
 
 RawTcpPingPong::~RawTcpPingPong() { close(fd_); }
 
@@ -130,7 +130,7 @@ Status RawTcpPingPong::WaitFor(short events) {
   return Status();
 }
 
-Status RawTcpPingPong::SendAll(const uint8_t* data, uint64_t size) {
+Status RawTcpPingPong::Send(const uint8_t* data, uint64_t size) {
   while (size > 0) {
     const ssize_t n = send(fd_, data, size, MSG_NOSIGNAL);
     ++counters_.calls;
@@ -149,7 +149,7 @@ Status RawTcpPingPong::SendAll(const uint8_t* data, uint64_t size) {
   return Status();
 }
 
-Status RawTcpPingPong::RecvAll(uint8_t* data, uint64_t size) {
+Status RawTcpPingPong::Receive(uint8_t* data, uint64_t size) {
   while (size > 0) {
     const ssize_t n = recv(fd_, data, size, 0);
     ++counters_.calls;
@@ -166,41 +166,6 @@ Status RawTcpPingPong::RecvAll(uint8_t* data, uint64_t size) {
     }
   }
   return Status();
-}
-
-Status RawTcpPingPong::RoundTrip(uint64_t size) {
-  Status st = SendAll(buffers_->send->data(), size);
-  if (!st.ok()) return st;
-  return RecvAll(buffers_->recv[0]->data(), size);
-}
-
-Status RawTcpPingPong::Echo(uint64_t size) {
-  Status st = RecvAll(buffers_->recv[0]->data(), size);
-  if (!st.ok()) return st;
-  return SendAll(buffers_->recv[0]->data(), size);
-}
-
-// The kernel's socket buffer is the raw stream's window: `window` has no
-// meaning here, and writing back to back is the fastest a TCP sender can go.
-Status RawTcpPingPong::Stream(uint64_t size, uint32_t count,
-                              uint32_t /*window*/) {
-  for (uint32_t i = 0; i < count; ++i) {
-    Status st = SendAll(buffers_->send->data(), size);
-    if (!st.ok()) return st;
-  }
-  uint8_t ack = 0;
-  return RecvAll(&ack, 1);
-}
-
-Status RawTcpPingPong::StreamSink(uint64_t size, uint32_t count,
-                                  uint32_t window) {
-  const size_t ring = std::min<size_t>(window, buffers_->recv.size());
-  for (uint32_t i = 0; i < count; ++i) {
-    Status st = RecvAll(buffers_->recv[i % ring]->data(), size);
-    if (!st.ok()) return st;
-  }
-  const uint8_t ack = 1;
-  return SendAll(&ack, 1);
 }
 
 // --------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 
 #include "common/status.h"
 #include "transport/buffers.h"
-#include "transport/pingpong.h"
+#include "transport/byte_stream_pingpong.h"
 #include "transport/reference.h"
 
 #include <cstdint>
@@ -38,28 +38,23 @@ class RawTcpListener {
 // Connects to "host:port" and returns a non-blocking, TCP_NODELAY socket.
 StatusOr<int> RawTcpConnect(const std::string& address);
 
-class RawTcpPingPong final : public PingPongClient, public PingPongServer {
+class RawTcpPingPong final : public ByteStreamPingPong<RawTcpPingPong> {
  public:
   // Takes ownership of `fd`; `buffers` is borrowed for the object's life.
   RawTcpPingPong(int fd, PollMode mode, BufferSet* buffers);
   ~RawTcpPingPong() override;
 
-  Status RoundTrip(uint64_t size) override;
-  Status Stream(uint64_t size, uint32_t count, uint32_t window) override;
-  Status Echo(uint64_t size) override;
-  Status StreamSink(uint64_t size, uint32_t count, uint32_t window) override;
-  Status Flush() override { return Status(); }  // send() already wrote
+  // The byte stream (byte_stream_pingpong.h): send()/recv() loops.
+  Status Send(const uint8_t* data, uint64_t size);
+  Status Receive(uint8_t* data, uint64_t size);
   LoopCounters counters() const override { return counters_; }
 
  private:
-  Status SendAll(const uint8_t* data, uint64_t size);
-  Status RecvAll(uint8_t* data, uint64_t size);
   // EAGAIN: spin (busy) or poll() for `events` (sleep).
   Status WaitFor(short events);
 
   int fd_;
   PollMode mode_;
-  BufferSet* buffers_;
   LoopCounters counters_;
 };
 

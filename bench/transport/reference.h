@@ -52,6 +52,25 @@ class ReferenceListener {
   virtual StatusOr<std::unique_ptr<PingPongServer>> Accept(int timeout_ms) = 0;
 };
 
+// For a floor that is its own listener (a shared mapping, a libfabric
+// endpoint: one object per connection, published before the client comes):
+// Accept waits through `Wait` for the client, then hands the object over.
+template <typename PingPong, Status (PingPong::*Wait)(int timeout_ms)>
+class SelfAcceptingListener final : public ReferenceListener {
+ public:
+  explicit SelfAcceptingListener(std::unique_ptr<PingPong> pingpong)
+      : pingpong_(std::move(pingpong)) {}
+  std::string address() const override { return pingpong_->address(); }
+  StatusOr<std::unique_ptr<PingPongServer>> Accept(int timeout_ms) override {
+    Status st = ((*pingpong_).*Wait)(timeout_ms);
+    if (!st.ok()) return st;
+    return std::unique_ptr<PingPongServer>(std::move(pingpong_));
+  }
+
+ private:
+  std::unique_ptr<PingPong> pingpong_;
+};
+
 // One reference implementation; each suite (polling mode) sets up a fresh
 // connection. `buffers` is borrowed for the life of what is returned.
 class Reference {
