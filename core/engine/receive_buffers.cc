@@ -2,6 +2,8 @@
 // pre-faulted buffers by size class.
 #include "engine/receive_buffers.h"
 
+#include "common/log.h"
+
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -29,11 +31,18 @@ size_t ClassSize(size_t n) {
 }
 
 size_t LimitFromEnvironment() {
+  constexpr size_t kDefault = size_t{256} << 20;
   const char* v = std::getenv("FERRY_RECEIVE_POOL_MB");
-  if (v == nullptr || *v == '\0') return size_t{256} << 20;
+  if (v == nullptr || *v == '\0') return kDefault;
   char* end = nullptr;
   const unsigned long long mb = std::strtoull(v, &end, 10);
-  if (end == v || *end != '\0') return size_t{256} << 20;  // documented default
+  if (end == v || *end != '\0' || *v == '-') {
+    FERRY_LOG(FERRY_LOG_WARN, "receive-buffers",
+              std::string("FERRY_RECEIVE_POOL_MB='") + v +
+                  "' is not a whole number of MiB; using the default 256 "
+                  "(set 0 to turn the pool off)");
+    return kDefault;
+  }
   return static_cast<size_t>(mb) << 20;
 }
 
