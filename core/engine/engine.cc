@@ -1290,15 +1290,12 @@ void Engine::LoopMain() {
       continue;
     }
     const auto now = Clock::now();
-    if (options_.busy_poll) {
+    if (options_.busy_poll || now - idle_since < options_.spin) {
       // Yield rather than pause: an application thread on this CPU (about
-      // to call, or to wait and so take over progress) must get to run now,
-      // not at the end of our time slice.
+      // to call, or to wait and so take over progress, or a handler we just
+      // handed to the executor) must get to run now, not at the end of our
+      // time slice.
       std::this_thread::yield();
-      continue;
-    }
-    if (now - idle_since < options_.spin) {
-      CpuRelax();
       continue;
     }
     SleepOnWakeupFds(now + std::chrono::milliseconds(20));

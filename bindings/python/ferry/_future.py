@@ -27,7 +27,11 @@ class Future:
     def __init__(self, _handle=None, _decode=None):
         self._handle = _handle  # _ferry.Future, or None for a user-made one
         self._decode = _decode  # message -> value
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # guards what follows
+        # Only a user-made future is waited on in Python (one from rpc_async
+        # waits in C, on its handle), so only it gets a Condition: building
+        # one costs more than the rest of rpc_async's Python side.
+        self._cond = threading.Condition(self._lock) if _handle is None else None
         self._resolved = False
         self._value = None
         self._exc = None
@@ -85,7 +89,7 @@ class Future:
     def add_done_callback(self, callback):
         """Runs callback(self) once done (on ferry's dispatcher thread, or at
         once on this one if done already)."""
-        with self._cond:
+        with self._lock:
             if not self._resolved:
                 self._callbacks.append(callback)
                 hook = self._handle is not None and not self._hooked
@@ -140,14 +144,15 @@ class Future:
             self._complete(value, exc)
 
     def _complete(self, value, exc):
-        with self._cond:
+        with self._lock:
             if self._resolved:
                 if self._handle is None:
                     raise RuntimeError("ferry: this Future is completed already")
                 return
             self._value, self._exc, self._resolved = value, exc, True
             callbacks, self._callbacks = self._callbacks, []
-            self._cond.notify_all()
+            if self._cond is not None:
+                self._cond.notify_all()
         for cb in callbacks:
             try:
                 cb(self)

@@ -24,6 +24,7 @@ import io
 import pickle
 import sys
 import threading
+import types
 
 import numpy as np
 
@@ -131,11 +132,41 @@ def _rebuild(kind, index, *extra):
     return a.view(np.bool_) if meta == "bool" else a
 
 
+# Values that can hold no tensor and no RRef: pickled by plain pickle.
+_ATOMS = frozenset((type(None), bool, int, float, complex, str, bytes, types.FunctionType,
+                    types.BuiltinFunctionType))
+
+
+def _plain(value, depth=2):
+    """True when value is an atom, or a tuple, list or dict of them (nested
+    at most `depth` deep): it pickles the same with or without _Pickler, and
+    plain pickle.dumps saves building a _Pickler (and the exceptions its
+    constructor raises and catches), a third of a no-op call's pickling."""
+    t = type(value)
+    if t in _ATOMS:
+        return True
+    if depth == 0:
+        return False
+    if t is tuple or t is list:
+        for v in value:
+            if not _plain(v, depth - 1):
+                return False
+        return True
+    if t is dict:
+        for k, v in value.items():
+            if type(k) not in _ATOMS or not _plain(v, depth - 1):
+                return False
+        return True
+    return False
+
+
 def dumps(value, rref_type):
     """(pickle bytes, [DLPack capsules or buffers], [RRef handles])."""
-    buf = io.BytesIO()
-    p = _Pickler(buf, rref_type)
     try:
+        if _plain(value):
+            return pickle.dumps(value, PROTOCOL), [], []
+        buf = io.BytesIO()
+        p = _Pickler(buf, rref_type)
         p.dump(value)
     except (pickle.PicklingError, TypeError, AttributeError) as e:
         raise TypeError(

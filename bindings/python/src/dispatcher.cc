@@ -1,6 +1,8 @@
 // ferry_py::Dispatcher (dispatcher.h).
 #include "dispatcher.h"
 
+#include "thread_gil.h"
+
 #include <pybind11/pybind11.h>
 
 namespace py = pybind11;
@@ -46,7 +48,7 @@ void Dispatcher::Main() {
       if (queue_.empty()) return;  // stopping, and drained
       batch.swap(queue_);
     }
-    py::gil_scoped_acquire gil;
+    FerryThreadGil gil;
     for (auto& fn : batch) {
       try {
         fn();

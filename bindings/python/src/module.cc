@@ -16,6 +16,7 @@
 
 #include "dispatcher.h"
 #include "tensors.h"
+#include "thread_gil.h"
 
 namespace py = pybind11;
 
@@ -277,7 +278,7 @@ struct Handler {
 
 void RunHandler(void* user_data, ferry_call_t* call, ferry_message_t* args) {
   auto* h = static_cast<Handler*>(user_data);
-  py::gil_scoped_acquire gil;
+  FerryThreadGil gil;
   auto c = std::make_shared<CallHandle>(call);
   auto m = std::make_shared<MessageHandle>(args, false);
   try {

@@ -38,6 +38,17 @@ def whoami():
     return ferry.get_worker_info().name
 
 
+_per_thread = threading.local()
+
+
+def count_on_this_thread():
+    """(the handler thread's id, how many calls that thread has served): a
+    handler's thread-local state lives as long as its thread, as on any
+    Python thread (and in torch.distributed.rpc)."""
+    _per_thread.n = getattr(_per_thread, "n", 0) + 1
+    return threading.get_ident(), _per_thread.n
+
+
 def describe(x):
     """What arrived: its type and, for arrays, writability and dtype."""
     if isinstance(x, np.ndarray):

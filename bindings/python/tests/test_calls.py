@@ -22,6 +22,20 @@ def test_target_by_name_id_or_worker_info(cluster):
     assert ferry.rpc_sync(info.id, fns.whoami) == "w2"
 
 
+def test_thread_local_state_of_a_handler_thread_persists_across_calls(cluster):
+    # A handler runs on one of a few long-lived threads: what it keeps in a
+    # threading.local (a cache, a random generator, a CUDA stream) is there
+    # for the next call that thread serves, not lost after every call.
+    served = {}
+    for _ in range(20):
+        ident, n = ferry.rpc_sync("w1", fns.count_on_this_thread)
+        served.setdefault(ident, []).append(n)
+    for counts in served.values():
+        first = counts[0]
+        assert counts == list(range(first, first + len(counts)))
+    assert max(len(c) for c in served.values()) >= 2 and max(c[-1] for c in served.values()) >= 2
+
+
 def test_builtins_and_library_functions_go_by_reference(cluster):
     assert ferry.rpc_sync("w1", sorted, args=([3, 1, 2],)) == [1, 2, 3]
     assert ferry.rpc_sync("w1", max, args=(3, 9)) == 9
