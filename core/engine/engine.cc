@@ -88,6 +88,10 @@ struct Engine::Peer {
   std::set<uint64_t> above;
   bool gone = false;
   bool leaving = false;  // said goodbye: its connection closing is a leave
+  // The store said it left, while its connection was up: we read that
+  // connection to its end (its last replies, GOODBYE, close) but send
+  // nothing new on it.
+  bool left = false;
   Status gone_why;
 
   bool SeenBefore(uint64_t seq) {
@@ -273,8 +277,20 @@ void Engine::RemoveMember(uint64_t id, const Status& why, bool left) {
     std::lock_guard<std::mutex> l(mu_);
     auto it = peers_.find(id);
     if (it == peers_.end() || it->second->gone) return;
-    if (left) it->second->leaving = true;
-    PeerGone(it->second.get(), why, &actions);
+    Peer* p = it->second.get();
+    if (left) {
+      p->leaving = true;
+      if (p->conn != nullptr && p->conn->state == Conn::State::kReady) {
+        // The store's news travels on another connection than the worker's
+        // last replies, and can overtake them: a reply it sent before
+        // leaving would be lost, its call failed with "left the job". So
+        // the connection is read to its end; its close (or, if it never
+        // closes, the heartbeat timeout) ends the peer.
+        p->left = true;
+        return;
+      }
+    }
+    PeerGone(p, why, &actions);
   }
   for (auto& a : actions) a();
 }
@@ -333,6 +349,9 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
   }
   Peer* p = it->second.get();
   if (p->gone) return p->gone_why;
+  if (p->left) {
+    return Status(FERRY_PEER_GONE, "worker '" + p->record.name + "' left the job");
+  }
   const uint64_t seq = p->next_seq++;
   if (p->conn != nullptr && p->conn->state == Conn::State::kReady) {
     return SendOnConnLocked(p->conn, std::move(msg), seq);

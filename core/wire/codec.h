@@ -40,10 +40,11 @@ class Writer {
   }
   void Str(std::string_view s) { Bytes(s.data(), s.size()); }
   void Raw(const void* data, size_t len) {
-    if (len == 0) return;
-    const size_t at = out_->size();
-    out_->resize(at + len);
-    std::memcpy(out_->data() + at, data, len);
+    // insert(), not resize() + memcpy(): resize value-initialises the new
+    // bytes through an out-of-line call, which made encoding a request a
+    // quarter of its sender's share of a no-op call (callgrind).
+    const auto* p = static_cast<const uint8_t*>(data);
+    out_->insert(out_->end(), p, p + len);
   }
   size_t size() const { return out_->size(); }
 

@@ -1,0 +1,84 @@
+// A worker that leaves gracefully answers the calls it is serving first.
+// Its answers travel on its own connection to the caller; the news that it
+// left travels from the store, on another connection, and can overtake
+// them. The caller used to fail such a call with "left the job" although
+// its reply was on the way (python_test_membership caught it about once in
+// 40 runs). Here chaos holds back every message on the workers' connection
+// (in order) while the store's news comes straight over tcp, so the news
+// always wins the race.
+#include <ferry/ferry.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+ferry::Worker::Options Options(const std::string& name, const std::string& job,
+                               const std::string& store, bool host_store) {
+  ferry::Worker::Options o;
+  o.name = name;
+  o.job = job;
+  o.transport = "chaos";  // the store's own connection is always tcp
+  o.store = store;
+  o.host_store = host_store;
+  o.secret = "graceful-leave-secret";
+  o.default_timeout = 10000ms;
+  return o;
+}
+
+TEST(GracefulLeave, RepliesSentBeforeLeavingArriveAfterTheStoresNews) {
+  setenv("FERRY_CHAOS_INNER", "tcp", 0);
+  setenv("FERRY_CHAOS_DELAY_US_MAX", "30000", 1);
+  setenv("FERRY_CHAOS_REORDER", "0", 1);
+  setenv("FERRY_CHAOS_DUP_RATE", "0", 1);
+  for (int seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE("chaos seed " + std::to_string(seed));
+    setenv("FERRY_CHAOS_SEED", std::to_string(seed).c_str(), 1);
+    const std::string job = "graceful-leave." + std::to_string(seed);
+    ferry::Worker caller(Options("caller", job, "127.0.0.1:0", true));
+    ferry::Worker callee(Options("callee", job, caller.store_address(), false));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool answered = false;
+    callee.Register("answer", [&](ferry::Call& c, ferry::Message) {
+      c.Reply(ferry::Payload("the answer"));
+      std::lock_guard<std::mutex> l(mu);
+      answered = true;
+      cv.notify_all();
+    });
+    caller.WaitForWorkers(2, 10000ms);
+
+    ferry::Future reply = caller.RpcAsync("callee", "answer");
+    {
+      std::unique_lock<std::mutex> l(mu);
+      ASSERT_TRUE(cv.wait_for(l, 10s, [&] { return answered; }));
+    }
+    // The reply is sent (and held back by chaos); leave now. The store
+    // tells the caller at once.
+    callee.Shutdown(5000ms);
+
+    std::string got, error;
+    try {
+      got = std::string(reply.Get().bytes());
+    } catch (const ferry::Error& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(got, "the answer") << "the call failed instead: " << error;
+    // Once it left, a new call fails at once, and says why.
+    try {
+      caller.RpcSync("callee", "answer", ferry::Payload(), 2000ms);
+      ADD_FAILURE() << "a call to a worker that left succeeded";
+    } catch (const ferry::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("left the job"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
