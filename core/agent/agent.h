@@ -209,6 +209,12 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   std::vector<EarlyCall> early_calls_;
   std::chrono::steady_clock::time_point registration_grace_until_{};
   std::map<uint64_t, PendingCall> calls_;
+  // No pending call's deadline is earlier than this (it may be earlier
+  // than any: a call that set it may have been answered since). The expiry
+  // timer scans calls_ only once it has passed, so 100 000 calls in flight
+  // cost a scan per deadline that could be due, not one every tick.
+  std::chrono::steady_clock::time_point earliest_deadline_ =
+      std::chrono::steady_clock::time_point::max();
   uint64_t next_call_id_ = 1;
   std::map<uint64_t, MemberInfo> members_;
   std::map<std::string, uint64_t> ids_by_name_;

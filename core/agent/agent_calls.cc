@@ -338,6 +338,7 @@ std::shared_ptr<Future> Agent::StartCall(const std::string& to, wire::Request re
   pc.unsent = std::move(msg);
   {
     std::lock_guard<std::mutex> l(mu_);
+    earliest_deadline_ = std::min(earliest_deadline_, pc.deadline);
     calls_.emplace(call_id, std::move(pc));
   }
   SendPending(call_id);
@@ -415,11 +416,14 @@ void Agent::ExpireCalls() {
   std::vector<PendingCall> expired;
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (now < earliest_deadline_) return;
+    earliest_deadline_ = steady_clock::time_point::max();
     for (auto it = calls_.begin(); it != calls_.end();) {
       if (now >= it->second.deadline) {
         expired.push_back(std::move(it->second));
         it = calls_.erase(it);
       } else {
+        earliest_deadline_ = std::min(earliest_deadline_, it->second.deadline);
         ++it;
       }
     }

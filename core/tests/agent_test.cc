@@ -203,6 +203,39 @@ TEST_F(AgentTest, HandlerThatNeverAnswersTimesOut) {
   held.clear();  // answering late is harmless
 }
 
+// The expiry timer scans the pending calls only once the earliest deadline
+// among them may have passed. A short call started behind many long ones,
+// and a call whose deadline comes after one that was answered early, must
+// still expire on time.
+TEST_F(AgentTest, EachCallExpiresAtItsOwnDeadlineAmongManyPending) {
+  auto w1 = Join("w1");
+  RegisterEcho(*w1);
+  std::vector<ferry::Call> held;
+  std::mutex mu;
+  w1->Register("hold", [&](ferry::Call& call, ferry::Message) {
+    std::lock_guard<std::mutex> l(mu);
+    held.push_back(std::move(call));
+  });
+  std::vector<ferry::Future> long_calls;
+  for (int i = 0; i < 500; ++i) {
+    long_calls.push_back(seed_->RpcAsync("w1", "hold", ferry::Payload(), 60000ms));
+  }
+  // Answered at once, so its deadline (the earliest) passes with nothing due.
+  ferry::Future early = seed_->RpcAsync("w1", "echo", ferry::Payload("x"), 200ms);
+  ferry::Future short_call = seed_->RpcAsync("w1", "hold", ferry::Payload(), 600ms);
+  EXPECT_EQ(early.Get().bytes(), "x");
+  ASSERT_TRUE(short_call.Wait(5000ms)) << "a 600 ms call was still pending after 5 s";
+  try {
+    short_call.Get();
+    FAIL() << "a call nobody answers succeeded";
+  } catch (const ferry::Error& e) {
+    EXPECT_EQ(e.code(), FERRY_DEADLINE_EXCEEDED) << e.what();
+  }
+  for (auto& f : long_calls) EXPECT_FALSE(f.done());  // still pending
+  std::lock_guard<std::mutex> l(mu);
+  held.clear();  // answers the long calls (with an error): nothing waits for them
+}
+
 TEST_F(AgentTest, AsyncCallsInFlightAndContinuations) {
   auto w1 = Join("w1");
   RegisterEcho(*w1);

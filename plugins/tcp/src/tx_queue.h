@@ -45,9 +45,10 @@ class TxQueue {
         msg.msg_iov = head_->iov.data() + head_->iov_pos;
         for (size_t i = 0; i < count; ++i) want += msg.msg_iov[i].iov_len;
       } else {
-        for (SendOp* op = head_; op != nullptr && count < max_iov;
+        const size_t limit = gather_limit_ < max_iov ? gather_limit_ : max_iov;
+        for (SendOp* op = head_; op != nullptr && count < limit;
              op = op->next) {
-          for (size_t i = op->iov_pos; i < op->iov.size() && count < max_iov;
+          for (size_t i = op->iov_pos; i < op->iov.size() && count < limit;
                ++i) {
             scratch[count++] = op->iov[i];
             want += op->iov[i].iov_len;
@@ -66,6 +67,7 @@ class TxQueue {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
           result.blocked = true;
+          gather_limit_ = kMinGather;
         } else {
           result.error = errno;
         }
@@ -76,13 +78,24 @@ class TxQueue {
         // A short write means the buffer filled up (the kernel then reports
         // EPOLLOUT when space frees), so stop instead of trying again.
         result.blocked = true;
+        gather_limit_ = count / 2 > kMinGather ? count / 2 : kMinGather;
         return result;
       }
+      if (gather_limit_ < max_iov) gather_limit_ *= 2;  // it all went: gather more
     }
     return result;
   }
 
  private:
+  // Pieces gathered for one sendmsg() of a backlog. A full socket takes
+  // nothing, yet a gather of IOV_MAX pieces made the kernel import them all
+  // on every retry (and busy-poll mode retries on every spin): with
+  // thousands of small replies queued, that was most of a busy worker's
+  // time. So after a full socket it gathers a few, and doubles while
+  // everything it gathered goes out.
+  static constexpr size_t kMinGather = 16;
+  size_t gather_limit_ = ~size_t{0};
+
   template <typename OnWritten>
   void Advance(size_t n, OnWritten& on_written) {
     while (head_ != nullptr) {

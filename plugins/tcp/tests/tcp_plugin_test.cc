@@ -354,6 +354,51 @@ TEST(TcpPlugin, UnansweredArrivalHoldsBackTheSender) {
   CloseLink(&client, &server, link);
 }
 
+// Thousands of small messages queued behind a full socket buffer: flushed
+// in gathers that start small after the buffer was found full and grow
+// while everything gathered goes out. All arrive, in order, and every send
+// completes in order.
+TEST(TcpPlugin, BacklogOfSmallSendsBehindAFullSocketArrivesInOrder) {
+  // Busy-poll: the sender retries the full socket on every progress().
+  Endpoint client(FERRY_INIT_BUSY_POLL), server;
+  Link link = Connect(&client, &server);
+  const size_t kBig = 8u << 20;  // fills both socket buffers
+  std::vector<uint8_t> big = Pattern(kBig, 7);
+  std::vector<ferry_segment_t> big_seg = {Segment(big.data(), kBig)};
+  ASSERT_TRUE(client.t().Send(link.client, SendArgs("big", big_seg, Cookie(1))).ok());
+  ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  constexpr int kSmall = 20000;
+  const std::vector<uint8_t> small = Pattern(48, 9);
+  for (int i = 0; i < kSmall; ++i) {
+    std::vector<ferry_segment_t> segs = {Segment(small.data(), small.size())};
+    ASSERT_TRUE(client.t()
+                    .Send(link.client, SendArgs(std::to_string(i), segs, Cookie(i + 2)))
+                    .ok());
+  }
+  PumpFor({&client, &server}, std::chrono::milliseconds(100));  // spins on the full socket
+  EXPECT_EQ(client.Count(FERRY_EV_SEND_DONE), 0u);
+
+  std::vector<uint8_t> landed(kBig);
+  Event first = server.Take(FERRY_EV_ARRIVAL);
+  std::vector<ferry_place_dest_t> dests = {Dest(landed.data(), kBig)};
+  ASSERT_TRUE(server.t().Place(link.server, PlaceArgs(first.msg_id, dests, nullptr)).ok());
+  int next = 0;
+  ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
+    while (server.Has(FERRY_EV_ARRIVAL)) {
+      Event in = server.Take(FERRY_EV_ARRIVAL);
+      EXPECT_EQ(in.header, std::to_string(next));
+      EXPECT_TRUE(server.t().Discard(link.server, in.msg_id).ok());
+      ++next;
+    }
+    return next == kSmall && client.Count(FERRY_EV_SEND_DONE) == kSmall + 1;
+  }));
+  EXPECT_TRUE(landed == big);
+  for (int i = 0; i < kSmall + 1; ++i) {
+    ASSERT_EQ(client.events()[i].user_data, Cookie(i + 1)) << "send order";
+  }
+  CloseLink(&client, &server, link);
+}
+
 // --- malformed streams ---------------------------------------------------------
 
 struct BadStream {
