@@ -320,27 +320,81 @@ std::string JsonArray(const std::vector<double>& v) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: ferry bench rpc [options]\n"
+    "\n"
+    "The core's costs over a transport, beside that transport's own ping-pong\n"
+    "measured in the same run; two processes pinned to CPUs 0 and 1.\n"
+    "\n"
+    "  --transport NAME  the workers' transport (default tcp)\n"
+    "  --mode busy|sleep|both\n"
+    "                    busy-poll, sleeping, or both in turn (default both)\n"
+    "  --iters N         rpc_sync round trips per round (default 10000)\n"
+    "  --rounds N        rounds; the core's cost is the median of the\n"
+    "                    per-round differences (default 5)\n"
+    "  --rrefs N         RRefs created and released per round (default\n"
+    "                    iters / 5, at least 200); 200000 shows how a long\n"
+    "                    backlog of them scales\n"
+    "  --json FILE       write every figure as JSON\n"
+    "  --help            this text\n";
+
+// A positive count option, or exits with a clear error.
+int CountOption(const std::map<std::string, std::string>& opt, const std::string& key,
+                int fallback) {
+  auto it = opt.find(key);
+  if (it == opt.end()) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(it->second.c_str(), &end, 10);
+  if (end == it->second.c_str() || *end != '\0' || v < 1 || v > 1000000000) {
+    std::fprintf(stderr, "ferry bench rpc: %s takes a positive whole number, not '%s'\n",
+                 key.c_str(), it->second.c_str());
+    std::exit(2);
+  }
+  return static_cast<int>(v);
+}
+
 int main(int argc, char** argv) {
   std::map<std::string, std::string> opt;
+  static const char* const kKnown[] = {"--transport", "--mode", "--iters", "--rounds",
+                                       "--rrefs", "--json",
+                                       // the peer process's own, set by the benchmark
+                                       "--store", "--job", "--busy"};
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
     if (k == "--peer") {
       opt["--peer"] = "1";
       continue;
     }
-    if (i + 1 < argc) opt[k] = argv[++i];
+    if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown)) {
+      std::fprintf(stderr, "ferry bench rpc: unknown option '%s'\n\n%s", k.c_str(), kUsage);
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ferry bench rpc: %s needs a value\n\n%s", k.c_str(), kUsage);
+      return 2;
+    }
+    opt[k] = argv[++i];
   }
   const std::string transport = opt.count("--transport") ? opt["--transport"] : "tcp";
   if (opt.count("--peer")) {
     return RunPeer(opt["--store"], opt["--job"], transport, opt["--busy"] == "1");
   }
-  const int iters = opt.count("--iters") ? std::stoi(opt["--iters"]) : 10000;
-  const int rounds = std::max(1, opt.count("--rounds") ? std::stoi(opt["--rounds"]) : 5);
+  const int iters = CountOption(opt, "--iters", 10000);
+  const int rounds = CountOption(opt, "--rounds", 5);
   // Each round is a full measurement: --iters round trips of each side, and
   // iters/5 RRefs (the final wait for the owner to free them, about one
   // acknowledgement flush, must stay small against the whole).
-  const int round_rrefs = std::max(200, iters / 5);
+  const int round_rrefs = CountOption(opt, "--rrefs", std::max(200, iters / 5));
   const std::string modes = opt.count("--mode") ? opt["--mode"] : "both";
+  if (modes != "busy" && modes != "sleep" && modes != "both") {
+    std::fprintf(stderr, "ferry bench rpc: --mode is busy, sleep or both, not '%s'\n",
+                 modes.c_str());
+    return 2;
+  }
   const std::string json_path = opt.count("--json") ? opt["--json"] : "";
   std::string self_dir = argv[0];
   self_dir = self_dir.substr(0, self_dir.find_last_of('/'));
