@@ -75,6 +75,9 @@ const std::vector<Requirement>& Requirements() {
        "messages round-trip through a peer process", true},
       {"MSG-11", "MessagingTest", "CompletionsExactlyOnceNeverInline", "",
        "every completion arrives exactly once and never inside its post", true},
+      {"MSG-12", "MessagingTest", "HeaderIsCopiedDuringSend", "",
+       "the header is read during send() only: scribbling it afterwards changes "
+       "nothing that arrives", true},
 
       {"PLACE-1", "PlacementTest", "SegmentsLandInPlace", "",
        "several segments, inline and not, land in their destinations", true},

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <set>
 
 #include <sys/wait.h>
@@ -406,6 +407,30 @@ TEST_P(MessagingTest, CrossProcessEcho) {
   ASSERT_TRUE(peer->WaitExit(kOpTimeout, &status));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "peer process " << PeerProcess::DescribeWaitStatus(status);
+}
+
+TEST_P(MessagingTest, HeaderIsCopiedDuringSend) {
+  // transport.h: the header is "copied during the call: the caller may
+  // reuse it on return". The core encodes every message's header into one
+  // buffer it reuses, so a plugin that kept the pointer (to write later,
+  // behind back-pressure) would send other messages' bytes. Each header
+  // here is scribbled over as soon as send() returns; enough large
+  // messages go first that later sends wait behind them.
+  Link link;
+  ASSERT_TRUE(MakeLink(&link));
+  Inbox* in = NewInbox(link.server);
+  std::vector<OutMessage*> sent;
+  std::vector<std::unique_ptr<OutMessage>> posted;
+  for (int i = 0; i < 300; ++i) {
+    const size_t size = i % 10 == 0 ? 2 * kMiB + 1 : (i % 3 == 0 ? 4 * kKiB : 16);
+    sent.push_back(NewMessage(1200 + static_cast<uint64_t>(i), 24, {size}));
+    posted.push_back(std::make_unique<OutMessage>(*sent.back()));
+    ASSERT_NE(Send(link.client, *posted.back()), nullptr) << "message " << i;
+    std::fill(posted.back()->header.begin(), posted.back()->header.end(), 0xEE);
+  }
+  ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == sent.size(); }, kOpTimeout,
+                              "300 messages whose headers were scribbled after send()"));
+  ExpectDelivered(in, sent);
 }
 
 TEST_P(MessagingTest, CompletionsExactlyOnceNeverInline) {

@@ -472,20 +472,20 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
   wire::Envelope env;
   env.kind = msg->kind;
   env.seq = seq;
-  msg->header.clear();
+  // The transport copies the header during send() (transport.h), so one
+  // buffer, reused under mu_, serves every message: no allocation per send.
+  std::vector<uint8_t>& header = header_scratch_;
+  header.clear();
   msg->body_in_segment0 =
       wire::kEnvelopeSize + msg->body.size() > info.max_header_size;
-  msg->header.reserve(std::max(wire::Writer::kInitialCapacity,
-                               wire::kEnvelopeSize +
-                                   (msg->body_in_segment0 ? 0 : msg->body.size())));
   if (msg->body_in_segment0) env.flags |= wire::kFlagBodyInSegment0;
-  wire::Writer w(&msg->header);
+  wire::Writer w(&header);
   wire::EncodeEnvelope(env, w);
   if (!msg->body_in_segment0) w.Raw(msg->body.data(), msg->body.size());
 
   ferry_segment_t segs[64];
   const size_t nseg = msg->tensors.size() + (msg->body_in_segment0 ? 1 : 0);
-  uint64_t total = msg->header.size();
+  uint64_t total = header.size();
   if (nseg > std::min<uint32_t>(info.max_segments, 64)) {
     return Status(FERRY_RESOURCE_EXHAUSTED,
                   "a message carries " + std::to_string(msg->tensors.size()) +
@@ -524,8 +524,8 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
   ferry_send_args_t args{};
   args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
   args.num_segments = static_cast<uint32_t>(nseg);
-  args.header = msg->header.data();
-  args.header_len = msg->header.size();
+  args.header = header.data();
+  args.header_len = header.size();
   args.segments = segs;
   args.segment_stride = sizeof(ferry_segment_t);
   OutMessage* raw = msg.release();

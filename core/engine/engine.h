@@ -202,6 +202,8 @@ class Engine {
   // SetSelf.
   std::vector<std::pair<uint64_t, std::unique_ptr<InMessage>>> early_hellos_;
   Clock::time_point next_heartbeat_check_{};
+  // SendOnConnLocked's header: envelope plus small body, encoded per send.
+  std::vector<uint8_t> header_scratch_;
 
   std::mutex progress_mu_;  // held by the one thread driving transports
   std::atomic<int> foreground_waiters_{0};  // threads in WaitUntil

@@ -55,8 +55,8 @@ struct OutMessage {
   // for destination `to` (the agent's, for calls to workers not yet joined).
   std::function<Status(uint64_t to, OutMessage* self,
                        std::vector<wire::RRefRef>* forks)> deferred;
-  // Filled by the engine when sent.
-  std::vector<uint8_t> header;
+  // Set by the engine when sent: the body travels as segment 0, not in
+  // the header (it is larger than the transport's header limit).
   bool body_in_segment0 = false;
   // The engine's list of sends posted and not yet completed (intrusive: a
   // message in flight costs no allocation of its own).
