@@ -6,6 +6,8 @@
 // 40 runs). Here chaos holds back every message on the workers' connection
 // (in order) while the store's news comes straight over tcp, so the news
 // always wins the race.
+#include "chaos_worker_options.h"
+
 #include <ferry/ferry.hpp>
 
 #include <gtest/gtest.h>
@@ -19,19 +21,7 @@
 namespace {
 
 using namespace std::chrono_literals;
-
-ferry::Worker::Options Options(const std::string& name, const std::string& job,
-                               const std::string& store, bool host_store) {
-  ferry::Worker::Options o;
-  o.name = name;
-  o.job = job;
-  o.transport = "chaos";  // the store's own connection is always tcp
-  o.store = store;
-  o.host_store = host_store;
-  o.secret = "graceful-leave-secret";
-  o.default_timeout = 10000ms;
-  return o;
-}
+using ferry_test::ChaosWorkerOptions;
 
 TEST(GracefulLeave, RepliesSentBeforeLeavingArriveAfterTheStoresNews) {
   setenv("FERRY_CHAOS_INNER", "tcp", 0);
@@ -42,8 +32,8 @@ TEST(GracefulLeave, RepliesSentBeforeLeavingArriveAfterTheStoresNews) {
     SCOPED_TRACE("chaos seed " + std::to_string(seed));
     setenv("FERRY_CHAOS_SEED", std::to_string(seed).c_str(), 1);
     const std::string job = "graceful-leave." + std::to_string(seed);
-    ferry::Worker caller(Options("caller", job, "127.0.0.1:0", true));
-    ferry::Worker callee(Options("callee", job, caller.store_address(), false));
+    ferry::Worker caller(ChaosWorkerOptions("caller", job, "127.0.0.1:0", true));
+    ferry::Worker callee(ChaosWorkerOptions("callee", job, caller.store_address(), false));
     std::mutex mu;
     std::condition_variable cv;
     bool answered = false;

@@ -5,6 +5,8 @@
 // must take them as the READY they imply, not as traffic before
 // authentication (which it used to refuse, losing both workers' calls until
 // their deadlines).
+#include "chaos_worker_options.h"
+
 #include <ferry/ferry.hpp>
 
 #include <gtest/gtest.h>
@@ -17,19 +19,7 @@
 namespace {
 
 using namespace std::chrono_literals;
-
-ferry::Worker::Options ChaosOptions(const std::string& name, const std::string& job,
-                                    const std::string& store, bool host_store) {
-  ferry::Worker::Options o;
-  o.name = name;
-  o.job = job;
-  o.transport = "chaos";
-  o.store = store;
-  o.host_store = host_store;
-  o.secret = "unordered-secret";
-  o.default_timeout = 10000ms;
-  return o;
-}
+using ferry_test::ChaosWorkerOptions;
 
 void ServeEcho(ferry::Worker& w) {
   w.Register("echo", [](ferry::Call& c, ferry::Message args) {
@@ -54,8 +44,8 @@ TEST(UnorderedTransport, CallsQueuedBehindAHandshakeSurviveReordering) {
     SCOPED_TRACE("chaos seed " + std::to_string(seed));
     setenv("FERRY_CHAOS_SEED", std::to_string(seed).c_str(), 1);
     const std::string job = "unordered." + std::to_string(seed);
-    ferry::Worker a(ChaosOptions("a", job, "127.0.0.1:0", true));
-    ferry::Worker b(ChaosOptions("b", job, a.store_address(), false));
+    ferry::Worker a(ChaosWorkerOptions("a", job, "127.0.0.1:0", true));
+    ferry::Worker b(ChaosWorkerOptions("b", job, a.store_address(), false));
     ServeEcho(a);
     ServeEcho(b);
     a.WaitForWorkers(2, 10000ms);
