@@ -3,6 +3,7 @@
 
 #include "common/log.h"
 #include "engine/auth.h"
+#include "engine/receive_buffers.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -158,6 +159,10 @@ Status Engine::Start() {
   for (const auto& s : slots_) any_member |= s->member;
   if (!any_member) {
     return Status(FERRY_NOT_FOUND, "no usable transport among the ones asked for");
+  }
+  // Received-tensor buffers nobody reused for a while go back to the kernel.
+  if (const auto idle = receive_buffers::IdleTimeFromEnvironment(); idle.count() > 0) {
+    AddTimer(std::chrono::milliseconds(1000), [idle] { receive_buffers::TrimIdle(idle); });
   }
   return Status::Ok();
 }

@@ -6,6 +6,8 @@
 
 #include <sys/mman.h>
 
+#include <chrono>
+
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -30,20 +32,27 @@ size_t ClassSize(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-size_t LimitFromEnvironment() {
-  constexpr size_t kDefault = size_t{256} << 20;
-  const char* v = std::getenv("FERRY_RECEIVE_POOL_MB");
-  if (v == nullptr || *v == '\0') return kDefault;
+// A whole number from the environment, or `fallback` (with a warning
+// saying what was wrong and how to turn the feature off) when it is not one.
+unsigned long long NumberFromEnvironment(const char* name, unsigned long long fallback,
+                                         const char* unit, const char* off) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
-  const unsigned long long mb = std::strtoull(v, &end, 10);
+  const unsigned long long n = std::strtoull(v, &end, 10);
   if (end == v || *end != '\0' || *v == '-') {
     FERRY_LOG(FERRY_LOG_WARN, "receive-buffers",
-              std::string("FERRY_RECEIVE_POOL_MB='") + v +
-                  "' is not a whole number of MiB; using the default 256 "
-                  "(set 0 to turn the pool off)");
-    return kDefault;
+              std::string(name) + "='" + v + "' is not a whole number of " + unit +
+                  "; using the default " + std::to_string(fallback) + " (" + off + ")");
+    return fallback;
   }
-  return static_cast<size_t>(mb) << 20;
+  return n;
+}
+
+size_t LimitFromEnvironment() {
+  return static_cast<size_t>(NumberFromEnvironment("FERRY_RECEIVE_POOL_MB", 256, "MiB",
+                                                   "set 0 to turn the pool off"))
+         << 20;
 }
 
 // Maps `bytes` aligned to a huge page, so that the kernel can back it with
@@ -80,7 +89,9 @@ class Pool {
       std::lock_guard<std::mutex> l(mu_);
       auto it = free_.find(cls);
       if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
+        // The last released first: the likeliest to be in cache; the oldest
+        // stay at the front, for TrimIdle().
+        void* p = it->second.back().p;
         it->second.pop_back();
         cached_ -= cls;
         ++reused_;
@@ -95,7 +106,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (cached_ + cls <= limit_) {
-        free_[cls].push_back(p);
+        free_[cls].push_back(Cached{p, std::chrono::steady_clock::now()});
         cached_ += cls;
         return;
       }
@@ -108,16 +119,27 @@ class Pool {
     return Stats{reused_, mapped_, cached_, limit_};
   }
 
-  void Trim() {
-    std::unordered_map<size_t, std::vector<void*>> all;
+  size_t TrimIdle(std::chrono::steady_clock::duration idle) {
+    const auto cutoff = std::chrono::steady_clock::now() - idle;
+    std::vector<std::pair<void*, size_t>> unmap;
     {
       std::lock_guard<std::mutex> l(mu_);
-      all.swap(free_);
-      cached_ = 0;
+      for (auto& [cls, list] : free_) {
+        size_t n = 0;
+        while (n < list.size() && list[n].since <= cutoff) {
+          unmap.emplace_back(list[n].p, cls);
+          ++n;
+        }
+        list.erase(list.begin(), list.begin() + static_cast<long>(n));
+        cached_ -= n * cls;
+      }
     }
-    for (auto& [cls, ps] : all) {
-      for (void* p : ps) munmap(p, cls);
+    size_t bytes = 0;
+    for (auto& [p, cls] : unmap) {
+      munmap(p, cls);  // outside the lock: unmapping 64 MiB takes a while
+      bytes += cls;
     }
+    return bytes;
   }
 
   bool enabled() const { return limit_ > 0; }
@@ -125,9 +147,13 @@ class Pool {
  private:
   Pool() : limit_(LimitFromEnvironment()) {}
 
+  struct Cached {
+    void* p;
+    std::chrono::steady_clock::time_point since;  // when it was released
+  };
   const size_t limit_;
   std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  std::unordered_map<size_t, std::vector<Cached>> free_;  // oldest first
   size_t cached_ = 0;
   uint64_t reused_ = 0;
   uint64_t mapped_ = 0;
@@ -157,6 +183,16 @@ void Release(void* p, size_t n) {
 
 Stats GetStats() { return Pool::Get().GetStats(); }
 
-void Trim() { Pool::Get().Trim(); }
+void Trim() { Pool::Get().TrimIdle(std::chrono::steady_clock::duration::zero()); }
+
+size_t TrimIdle(std::chrono::steady_clock::duration idle) {
+  return Pool::Get().TrimIdle(idle);
+}
+
+std::chrono::seconds IdleTimeFromEnvironment() {
+  static const std::chrono::seconds idle(static_cast<long>(NumberFromEnvironment(
+      "FERRY_RECEIVE_POOL_IDLE_S", 30, "seconds", "set 0 to keep cached buffers for good")));
+  return idle;
+}
 
 }  // namespace ferry::receive_buffers

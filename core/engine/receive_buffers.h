@@ -12,13 +12,17 @@
 // are created, and kept when released, for the next buffer of the same
 // size class. Size classes are four per doubling (at most 25% unused).
 // The cache is bounded (FERRY_RECEIVE_POOL_MB, default 256; 0 turns the
-// pool off); beyond the bound a released buffer is unmapped at once.
+// pool off); beyond the bound a released buffer is unmapped at once. A
+// buffer nobody took for FERRY_RECEIVE_POOL_IDLE_S seconds (default 30; 0:
+// never) goes back to the kernel too (the engine's timer calls TrimIdle),
+// so a burst of large tensors does not keep its memory for good.
 // Smaller buffers come from malloc, which reuses them well enough.
 //
 // Process-wide and thread-safe: a received tensor may be freed by any
 // thread, after the worker that received it is gone.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -40,5 +44,11 @@ struct Stats {
 Stats GetStats();
 // Unmaps every cached buffer (tests; a program that wants its memory back).
 void Trim();
+// Unmaps the cached buffers released at least `idle` ago; returns the bytes
+// given back.
+size_t TrimIdle(std::chrono::steady_clock::duration idle);
+// FERRY_RECEIVE_POOL_IDLE_S in seconds (default 30; 0 means never trim),
+// read once.
+std::chrono::seconds IdleTimeFromEnvironment();
 
 }  // namespace ferry::receive_buffers

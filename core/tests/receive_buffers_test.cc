@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -124,6 +125,29 @@ TEST(ReceiveBuffers, TrimGivesEverythingBack) {
   EXPECT_GT(rb::GetStats().cached_bytes, 0u);
   rb::Trim();
   EXPECT_EQ(rb::GetStats().cached_bytes, 0u);
+}
+
+// A buffer is given back once it has sat unused for the idle time, and
+// not before; one taken again in between starts afresh.
+TEST(ReceiveBuffers, BuffersIdleLongerThanTheIdleTimeAreGivenBack) {
+  rb::Trim();
+  void* a = rb::Allocate(3u << 20);
+  void* b = rb::Allocate(5u << 20);
+  rb::Release(a, 3u << 20);
+  rb::Release(b, 5u << 20);
+  const uint64_t cached = rb::GetStats().cached_bytes;
+  ASSERT_GE(cached, 8u << 20);
+  EXPECT_EQ(rb::TrimIdle(std::chrono::hours(1)), 0u);
+  EXPECT_EQ(rb::GetStats().cached_bytes, cached);
+  void* again = rb::Allocate(5u << 20);  // taken from the cache
+  const uint64_t still_cached = rb::GetStats().cached_bytes;  // a's only
+  EXPECT_LT(still_cached, cached);
+  EXPECT_EQ(rb::TrimIdle(std::chrono::seconds(0)), still_cached);
+  EXPECT_EQ(rb::GetStats().cached_bytes, 0u);
+  rb::Release(again, 5u << 20);  // cached again, its idle time from now
+  EXPECT_EQ(rb::TrimIdle(std::chrono::hours(1)), 0u);
+  EXPECT_GT(rb::GetStats().cached_bytes, 0u);
+  rb::Trim();
 }
 
 }  // namespace
