@@ -69,6 +69,19 @@ std::string SelfExe() {
   return buf;
 }
 
+// A hang bound in whole seconds (0 = never), from `where` (the flag or the
+// environment variable); anything else is a usage error, not a silent 0.
+long TimeoutSeconds(const char* where, const std::string& text) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 0) {
+    std::fprintf(stderr, "ferry-conformance: %s takes whole seconds (0 = never), not '%s'\n",
+                 where, text.c_str());
+    std::exit(2);
+  }
+  return v;
+}
+
 // gtest parameter names allow [A-Za-z0-9_] only.
 std::string Sanitize(const std::string& s) {
   std::string out;
@@ -113,7 +126,7 @@ int main(int argc, char** argv) {
   // script raises the bound through the environment, not each test's line.
   long test_timeout = 120;
   if (const char* env = std::getenv("FERRY_CONFORMANCE_TEST_TIMEOUT"); env && *env) {
-    test_timeout = std::strtol(env, nullptr, 10);
+    test_timeout = TimeoutSeconds("FERRY_CONFORMANCE_TEST_TIMEOUT", env);
   }
   std::vector<char*> gtest_args = {argv[0]};
   for (int i = 1; i < argc; ++i) {
@@ -155,7 +168,7 @@ int main(int argc, char** argv) {
     } else if (value("--requirement", &v)) {
       requirement_ids.push_back(v);
     } else if (value("--test-timeout", &v)) {
-      test_timeout = std::strtol(v.c_str(), nullptr, 10);
+      test_timeout = TimeoutSeconds("--test-timeout", v);
     } else if (arg.rfind("--gtest", 0) == 0 || arg.rfind("-gtest", 0) == 0) {
       user_filter |= arg.rfind("--gtest_filter", 0) == 0;
       gtest_args.push_back(argv[i]);

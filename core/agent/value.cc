@@ -4,7 +4,6 @@
 #include "engine/message.h"
 #include "wire/messages.h"
 
-
 namespace ferry {
 
 Value::~Value() {

@@ -88,11 +88,10 @@ struct Engine::Peer {
   uint64_t floor = 0;
   std::set<uint64_t> above;
   bool gone = false;
-  bool leaving = false;  // said goodbye: its connection closing is a leave
-  // The store said it left, while its connection was up: we read that
-  // connection to its end (its last replies, GOODBYE, close) but send
-  // nothing new on it.
-  bool left = false;
+  // It said GOODBYE, or the store said it left: its connection closing is
+  // a leave, not a death. We read that connection to its end (its last
+  // replies, GOODBYE, the close) but send nothing new on it.
+  bool leaving = false;
   Status gone_why;
 
   bool SeenBefore(uint64_t seq) {
@@ -108,6 +107,10 @@ struct Engine::Peer {
       ++floor;
     }
     return false;
+  }
+
+  Status LeftTheJob() const {
+    return Status(FERRY_PEER_GONE, "worker '" + record.name + "' left the job");
   }
 };
 
@@ -283,17 +286,14 @@ void Engine::RemoveMember(uint64_t id, const Status& why, bool left) {
     auto it = peers_.find(id);
     if (it == peers_.end() || it->second->gone) return;
     Peer* p = it->second.get();
-    if (left) {
-      p->leaving = true;
-      if (p->conn != nullptr && p->conn->state == Conn::State::kReady) {
-        // The store's news travels on another connection than the worker's
-        // last replies, and can overtake them: a reply it sent before
-        // leaving would be lost, its call failed with "left the job". So
-        // the connection is read to its end; its close (or, if it never
-        // closes, the heartbeat timeout) ends the peer.
-        p->left = true;
-        return;
-      }
+    if (left) p->leaving = true;
+    if (left && p->conn != nullptr && p->conn->state == Conn::State::kReady) {
+      // The store's news travels on another connection than the worker's
+      // last replies, and can overtake them: a reply it sent before leaving
+      // would be lost, its call failed with "left the job". So the
+      // connection is read to its end; its close (or, if it never closes,
+      // the heartbeat timeout) ends the peer.
+      return;
     }
     PeerGone(p, why, &actions);
   }
@@ -354,9 +354,7 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
   }
   Peer* p = it->second.get();
   if (p->gone) return p->gone_why;
-  if (p->left) {
-    return Status(FERRY_PEER_GONE, "worker '" + p->record.name + "' left the job");
-  }
+  if (p->leaving) return p->LeftTheJob();
   const uint64_t seq = p->next_seq++;
   if (p->conn != nullptr && p->conn->state == Conn::State::kReady) {
     return SendOnConnLocked(p->conn, std::move(msg), seq);
@@ -1164,9 +1162,7 @@ void Engine::PeerGone(Peer* p, const Status& why, std::vector<Action>* actions) 
   if (p->inbound) CloseConnLocked(p->inbound);
   FERRY_LOG(FERRY_LOG_INFO, kLog, p->gone_why.message());
   const PeerKey key{p->record.id, p->record.incarnation};
-  if (p->leaving) {
-    p->gone_why = Status(FERRY_PEER_GONE, "worker '" + p->record.name + "' left the job");
-  }
+  if (p->leaving) p->gone_why = p->LeftTheJob();
   const Status s = p->gone_why;
   const bool left = p->leaving;
   actions->push_back([this, key, s, left] { sink_->OnPeerGone(key, s, left); });

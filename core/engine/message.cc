@@ -3,7 +3,6 @@
 
 #include "engine/receive_buffers.h"
 
-
 namespace ferry {
 
 AlignedBuffer::AlignedBuffer(size_t n) : data(receive_buffers::Allocate(n)), size(n) {}

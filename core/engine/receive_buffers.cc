@@ -7,7 +7,6 @@
 #include <sys/mman.h>
 
 #include <chrono>
-
 #include <cstdlib>
 #include <mutex>
 #include <new>

@@ -41,8 +41,8 @@ class Writer {
   void Str(std::string_view s) { Bytes(s.data(), s.size()); }
   void Raw(const void* data, size_t len) {
     // insert(), not resize() + memcpy(): resize value-initialises the new
-    // bytes through an out-of-line call, which made encoding a request a
-    // quarter of its sender's share of a no-op call (callgrind).
+    // bytes through an out-of-line call per field (callgrind: about 900
+    // instructions to encode a no-op request, most of them there).
     const auto* p = static_cast<const uint8_t*>(data);
     out_->insert(out_->end(), p, p + len);
   }

@@ -24,7 +24,30 @@ bool YamaRestricts() {
   return f && (f >> v) && v >= 1;
 }
 
-class DataPathTest : public ShmTest {};
+class DataPathTest : public ShmTest {
+ protected:
+  // Sends one n-byte segment from a to b and shows it went through the
+  // ring: its send completes before b places it (and the sender's buffer
+  // may then be overwritten), and the placed bytes are intact.
+  void ExpectRingCopied(Pair* p, size_t n, int seed, const char* why) {
+    std::vector<unsigned char> out(n), in(n);
+    FillPattern(out.data(), n, seed);
+    ASSERT_TRUE(p->a->Send(p->client, "ring", {{out.data(), n}}, &out).ok());
+    Ev arrival, done;
+    ASSERT_TRUE(PumpUntil({p->a.get(), p->b.get()}, [&] {
+      return (arrival.type || p->b->Take(FERRY_EV_ARRIVAL, &arrival)) &&
+             (done.type || p->a->Take(FERRY_EV_SEND_DONE, &done));
+    })) << why;
+    EXPECT_EQ(done.status, FERRY_OK);
+    std::fill(out.begin(), out.end(), 0);  // the bytes are in the ring now
+    ASSERT_TRUE(p->b->PlaceAll(arrival, {in.data()}, nullptr).ok());
+    Ev placed;
+    ASSERT_TRUE(PumpUntil({p->a.get(), p->b.get()},
+                          [&] { return p->b->Take(FERRY_EV_PLACE_DONE, &placed); }));
+    EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
+    EXPECT_EQ(PatternMismatch(in.data(), n, seed), -1);
+  }
+};
 
 TEST_F(DataPathTest, CmaSendCompletesOnlyAfterThePeerPlaced) {
   Pair p;
@@ -65,23 +88,9 @@ TEST_F(DataPathTest, RingCopyWhenCmaIsDisabled) {
   ASSERT_TRUE(MakePair(&p));
   ASSERT_NE(PeerAddress(p.a.get(), p.client).find("data=ring"), std::string::npos)
       << PeerAddress(p.a.get(), p.client);
-  std::vector<unsigned char> out(1 << 20), in(1 << 20);
-  FillPattern(out.data(), out.size(), 2);
-  ASSERT_TRUE(p.a->Send(p.client, "ring", {{out.data(), out.size()}}, &out).ok());
-  Ev arrival, done;
   // 1 MiB fits the default 2 MiB ring: the send completes unplaced.
-  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    return (arrival.type || p.b->Take(FERRY_EV_ARRIVAL, &arrival)) &&
-           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
-  })) << "a ring-copied send that fits the ring must complete before place()";
-  EXPECT_EQ(done.status, FERRY_OK);
-  std::fill(out.begin(), out.end(), 0);  // the bytes are in the ring now
-  ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
-  Ev placed;
-  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                        [&] { return p.b->Take(FERRY_EV_PLACE_DONE, &placed); }));
-  EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
-  EXPECT_EQ(PatternMismatch(in.data(), in.size(), 2), -1);
+  ExpectRingCopied(&p, 1 << 20, 2,
+                   "a ring-copied send that fits the ring must complete before place()");
   ClosePair(&p);
 }
 
@@ -93,23 +102,8 @@ TEST_F(DataPathTest, SegmentsAboveCmaMaxGoThroughTheRing) {
   ASSERT_TRUE(MakePair(&p));
   ASSERT_NE(PeerAddress(p.a.get(), p.client).find("data=cma"), std::string::npos)
       << PeerAddress(p.a.get(), p.client);
-  const size_t n = 768u << 10;
-  std::vector<unsigned char> out(n), in(n);
-  FillPattern(out.data(), n, 6);
-  ASSERT_TRUE(p.a->Send(p.client, "big", {{out.data(), n}}, &out).ok());
-  Ev arrival, done;
   // By CMA it could not complete before place(); through the ring it does.
-  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    return (arrival.type || p.b->Take(FERRY_EV_ARRIVAL, &arrival)) &&
-           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
-  })) << "a segment above cma_max must be ring-copied";
-  EXPECT_EQ(done.status, FERRY_OK);
-  ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
-  Ev placed;
-  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                        [&] { return p.b->Take(FERRY_EV_PLACE_DONE, &placed); }));
-  EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
-  EXPECT_EQ(PatternMismatch(in.data(), n, 6), -1);
+  ExpectRingCopied(&p, 768u << 10, 6, "a segment above cma_max must be ring-copied");
   ClosePair(&p);
 }
 
