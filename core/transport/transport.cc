@@ -131,7 +131,29 @@ Status Transport::QueryInfo() {
 }
 
 Transport::Transport(std::shared_ptr<const Plugin> plugin, ferry_context_t* ctx)
-    : plugin_(std::move(plugin)), ctx_(ctx) {}
+    : plugin_(std::move(plugin)), ctx_(ctx) {
+  const ferry_transport_vtable_t* vt = plugin_->vtable();
+  if (Has(FERRY_VT(progress))) progress_ = vt->progress;
+  if (Has(FERRY_VT(send))) send_ = vt->send;
+  if (Has(FERRY_VT(place))) place_ = vt->place;
+  if (Has(FERRY_VT(discard))) discard_ = vt->discard;
+}
+
+Status Transport::Missing(const char* entry) const {
+  return Status(FERRY_UNIMPLEMENTED,
+                "transport '" + name() + "' does not implement " + entry);
+}
+
+Status Transport::Threw(const char* entry) const {
+  return Status(FERRY_INTERNAL, "transport '" + name() + "' threw from " + entry +
+                                    ": " + Describe(std::current_exception()));
+}
+
+Status Transport::Failed(const char* entry, ferry_status_t rc, const char* text) const {
+  if (text != nullptr && text[0] != '\0') return Status(rc, text);
+  return Status(rc, "transport '" + name() + "' " + entry + " failed without a message (" +
+                        StatusCodeName(rc) + ")");
+}
 
 Transport::~Transport() { FERRY_GUARDED_VOID(fini, ctx_); }
 
@@ -141,19 +163,25 @@ bool Transport::Has(size_t vtable_offset) const {
 
 Status Transport::Progress(ferry_event_t* events, uint32_t max_events,
                            uint32_t* num_events) {
+  *num_events = 0;
+  if (progress_ == nullptr) return Missing("progress");
   ferry_progress_args_t args{};
   args.struct_size = sizeof args;
   args.max_events = max_events;
   args.events = events;
   args.event_stride = sizeof(ferry_event_t);
-  ErrorText err;  // progress has no error buffer; kept for the macro
-  Status st = FERRY_GUARDED_CALL(progress, err, ctx_, &args);
-  *num_events = st.ok() ? args.num_events : 0;
-  if (*num_events > max_events) {
-    *num_events = 0;
+  ferry_status_t rc;
+  try {
+    rc = progress_(ctx_, &args);
+  } catch (...) {
+    return Threw("progress");
+  }
+  if (rc != FERRY_OK) return Failed("progress", rc, nullptr);
+  if (args.num_events > max_events) {
     return Status(FERRY_INTERNAL, "transport '" + name() + "' returned more events than asked for");
   }
-  return st;
+  *num_events = args.num_events;
+  return Status();
 }
 
 Status Transport::Listen(const std::string& address, void* user_data,
@@ -192,20 +220,35 @@ void Transport::SetConnUserData(ferry_conn_t* conn, void* user_data) {
   FERRY_GUARDED_VOID(set_conn_user_data, conn, user_data);
 }
 
+// The three per-message calls, like FERRY_GUARDED_CALL but through the
+// entries resolved at construction.
+#define FERRY_HOT_CALL(entry, ...)                                             \
+  do {                                                                         \
+    if (entry##_ == nullptr) return Missing(#entry);                           \
+    ErrorText err;                                                             \
+    ferry_status_t rc;                                                         \
+    try {                                                                      \
+      rc = entry##_(__VA_ARGS__, &err.buf);                                    \
+    } catch (...) {                                                            \
+      return Threw(#entry);                                                    \
+    }                                                                          \
+    if (rc == FERRY_OK) return Status();                                       \
+    return Failed(#entry, rc, err.text);                                       \
+  } while (0)
+
 Status Transport::Send(ferry_conn_t* conn, const ferry_send_args_t& args) {
-  ErrorText err;
-  return FERRY_GUARDED_CALL(send, err, conn, &args, &err.buf);
+  FERRY_HOT_CALL(send, conn, &args);
 }
 
 Status Transport::Place(ferry_conn_t* conn, const ferry_place_args_t& args) {
-  ErrorText err;
-  return FERRY_GUARDED_CALL(place, err, conn, &args, &err.buf);
+  FERRY_HOT_CALL(place, conn, &args);
 }
 
 Status Transport::Discard(ferry_conn_t* conn, uint64_t msg_id) {
-  ErrorText err;
-  return FERRY_GUARDED_CALL(discard, err, conn, msg_id, &err.buf);
+  FERRY_HOT_CALL(discard, conn, msg_id);
 }
+
+#undef FERRY_HOT_CALL
 
 void Transport::Close(ferry_conn_t* conn) { FERRY_GUARDED_VOID(close, conn); }
 

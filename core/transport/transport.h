@@ -59,8 +59,19 @@ class Transport {
  private:
   Transport(std::shared_ptr<const Plugin> plugin, ferry_context_t* ctx);
   Status QueryInfo();
+  // The failure statuses of the hot entries (kept out of line).
+  Status Missing(const char* entry) const;
+  Status Threw(const char* entry) const;
+  Status Failed(const char* entry, ferry_status_t rc, const char* text) const;
+
   std::shared_ptr<const Plugin> plugin_;
   ferry_context_t* ctx_;
+  // Every message passes through these entries: resolved once (NULL when
+  // the vtable lacks them), so a call costs no presence check.
+  decltype(ferry_transport_vtable_t::progress) progress_ = nullptr;
+  decltype(ferry_transport_vtable_t::send) send_ = nullptr;
+  decltype(ferry_transport_vtable_t::place) place_ = nullptr;
+  decltype(ferry_transport_vtable_t::discard) discard_ = nullptr;
   ferry_context_info_t info_{};
   std::string domain_, description_;
 };

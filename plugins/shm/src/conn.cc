@@ -59,7 +59,7 @@ Conn::Step Conn::Progress(EventSink* sink) {
   Status st;
   if (!tx_error_.ok()) st = std::move(tx_error_);  // found by a send()
   tx_error_.code = FERRY_OK;
-  if (st.ok() && broken_.ok() && !ops_.empty()) {
+  if (st.ok() && broken_.ok() && (!ops_.empty() || !written_sends_.empty())) {
     if (next_write_ < ops_.size()) worked |= PumpTx(&st);
     if (st.ok()) worked |= ReapSends(sink, &st);
   }

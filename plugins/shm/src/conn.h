@@ -125,6 +125,7 @@ class Conn {
   void FailSetup(EventSink* sink, const Status& why);
 
   // conn_tx.cc
+  bool WriteInlineMessage(const ferry_send_args_t* a, uint64_t inline_bytes);
   bool PumpTx(Status* st);
   bool WriteMessage(SendOp* op, Status* st);
   bool WriteChunk(SendOp* op, Status* st);
@@ -153,7 +154,13 @@ class Conn {
   void CloseSocket();
   Status RefuseIfUnusable() const;
   void Emit(EventSink* sink, int32_t type, ferry_status_t status,
-            void* user_data, const std::string& message = std::string());
+            void* user_data) {
+    sink->Emit(EventSink::Make(type, status, handle(), user_data,
+                               user_data_.load(std::memory_order_relaxed)),
+               &user_data_);
+  }
+  void Emit(EventSink* sink, int32_t type, ferry_status_t status,
+            void* user_data, const std::string& message);
 
   Context* const ctx_;
   const bool outbound_;
@@ -196,6 +203,12 @@ class Conn {
   bool arrivals_stopped_ = false;  // CONN_BROKEN emitted, no more arrivals
 
   // --- sending (conn_tx.cc) -----------------------------------------------
+  // The fast path: a message whose segments all go inline, posted while
+  // nothing else is queued, is written into the ring inside send() and
+  // needs no SendOp; only its user data waits here for SEND_DONE. Each of
+  // these was posted before every op in ops_ (send() takes the fast path
+  // only while ops_ is empty), so reporting them first keeps posting order.
+  Fifo<void*> written_sends_;
   Fifo<SendOp*> ops_;           // posted, in order, until SEND_DONE
   std::vector<SendOp*> free_ops_;
   size_t next_write_ = 0;       // ops_[next_write_] is the first not fully written

@@ -40,6 +40,10 @@ Status Conn::Send(const ferry_send_args_t* a) {
                  "shm: a %llu-byte header exceeds max_header_size (%u bytes)",
                  (unsigned long long)a->header_len, cfg.max_header_size);
   }
+  if (a->header_len > 0 && a->header == nullptr) {
+    return Error(FERRY_INVALID_ARGUMENT, "shm: header is NULL but header_len is %llu",
+                 (unsigned long long)a->header_len);
+  }
   if (a->num_segments > cfg.max_segments) {
     return Error(FERRY_RESOURCE_EXHAUSTED,
                  "shm: %u segments exceed max_segments (%u)", a->num_segments,
@@ -53,9 +57,13 @@ Status Conn::Send(const ferry_send_args_t* a) {
                  "too small",
                  a->num_segments, (unsigned long long)a->segment_stride);
   }
-  // Limits first, from the lengths alone; then each segment's pointer and
-  // device. No byte is read before send() has accepted the message.
+  // One pass over the segments: the limits, each pointer and device (no
+  // byte is read before send() has accepted the message), and whether they
+  // all fit inline, which allows the fast path below.
   uint64_t total = a->header_len;
+  uint64_t inline_total = 0;
+  uint64_t inline_bytes = 0;  // padded, as laid out in the record
+  bool all_inline = true;
   for (uint32_t i = 0; i < a->num_segments; ++i) {
     const ferry_segment_t* s =
         FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
@@ -65,31 +73,36 @@ Status Conn::Send(const ferry_send_args_t* a) {
                    (unsigned long long)cfg.max_message_size);
     }
     total += s->length;
-  }
-  if (a->header_len > 0 && a->header == nullptr) {
-    return Error(FERRY_INVALID_ARGUMENT, "shm: header is NULL but header_len is %llu",
-                 (unsigned long long)a->header_len);
-  }
-  for (uint32_t i = 0; i < a->num_segments; ++i) {
-    const ferry_segment_t* s =
-        FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
-    const int32_t dev = FERRY_FIELD_PRESENT(s, ferry_segment_t, device) ? s->device.type : 0;
     if (s->length > 0 && s->data == nullptr) {
       return Error(FERRY_INVALID_ARGUMENT, "shm: segment %u has %llu bytes at NULL", i,
                    (unsigned long long)s->length);
     }
+    const int32_t dev = FERRY_FIELD_PRESENT(s, ferry_segment_t, device) ? s->device.type : 0;
     if (!HostDevice(dev)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "shm: segment %u is in device memory (DLPack device type %d); "
                    "shm moves host memory only (route it over cuda_ipc)",
                    i, dev);
     }
+    if (all_inline && s->length <= cfg.inline_max &&
+        inline_total + s->length <= cfg.inline_budget) {
+      inline_total += s->length;
+      inline_bytes += AlignUp(s->length, 8);
+    } else {
+      all_inline = false;
+    }
   }
   void* user_data = FERRY_FIELD_PRESENT(a, ferry_send_args_t, user_data) ? a->user_data : nullptr;
 
   std::lock_guard<std::mutex> lock(mu_);
-  Status st = RefuseIfUnusable();
-  if (!st.ok()) return st;
+  if (closing_ || state_ == State::kFailed || !broken_.ok()) return RefuseIfUnusable();
+  if (all_inline && ops_.empty() && state_ == State::kEstablished && tx_error_.ok() &&
+      WriteInlineMessage(a, inline_bytes)) {
+    written_sends_.push_back(user_data);
+    bell_.RingIfAsleep();
+    ctx_->Kick();
+    return Status();
+  }
   if (ops_.size() - next_write_ >= kMaxWaitingSends) {
     return Error(FERRY_UNAVAILABLE,
                  "shm: %zu sends are already waiting for ring space: call progress() "
@@ -122,6 +135,41 @@ Status Conn::Send(const ferry_send_args_t* a) {
   }
   ctx_->Kick();
   return Status();
+}
+
+// The record layout is WriteMessage's with every segment inline, written
+// straight from the host's arguments.
+bool Conn::WriteInlineMessage(const ferry_send_args_t* a, uint64_t inline_bytes) {
+  const uint32_t n = a->num_segments;
+  const uint64_t body = sizeof(MsgBody) + uint64_t{n} * sizeof(SegmentDesc) +
+                        AlignUp(a->header_len, 8) + inline_bytes;
+  uint8_t* p = writer_.Reserve(body, &tx_error_);
+  if (p == nullptr) return false;  // no room (or a corrupt ring): the slow path
+  const MsgBody mb{static_cast<uint32_t>(a->header_len), static_cast<uint16_t>(n), 0};
+  std::memcpy(p, &mb, sizeof mb);
+  uint8_t* desc = p + sizeof mb;
+  uint8_t* q = desc + uint64_t{n} * sizeof(SegmentDesc);
+  if (a->header_len > 0) std::memcpy(q, a->header, a->header_len);
+  q += AlignUp(a->header_len, 8);
+  for (uint32_t i = 0; i < n; ++i) {
+    const ferry_segment_t* s =
+        FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
+    SegmentDesc d;
+    d.length_mode = s->length | (uint64_t{kSegInline} << kSegModeShift);
+    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device)) {
+      d.device_type = s->device.type;
+      d.device_id = s->device.id;
+    } else {
+      d.device_type = FERRY_DEVICE_CPU;
+      d.device_id = 0;
+    }
+    std::memcpy(desc + uint64_t{i} * sizeof d, &d, sizeof d);
+    if (s->length > 0) std::memcpy(q, s->data, s->length);
+    q += AlignUp(s->length, 8);
+  }
+  writer_.Commit(kRecordMsg);
+  ++msgs_written_;
+  return true;
 }
 
 bool Conn::PumpTx(Status* st) {
@@ -252,7 +300,10 @@ bool Conn::AckedBeyond(uint64_t msg_index, Status* st) {
 }
 
 bool Conn::ReapSends(EventSink* sink, Status* st) {
-  bool any = false;
+  bool any = !written_sends_.empty();
+  while (!written_sends_.empty()) {
+    Emit(sink, FERRY_EV_SEND_DONE, FERRY_OK, written_sends_.pop_front());
+  }
   while (!ops_.empty()) {
     SendOp* op = ops_.front();
     if (!op->record_written || !op->streamed) break;
@@ -267,6 +318,10 @@ bool Conn::ReapSends(EventSink* sink, Status* st) {
 }
 
 void Conn::FailSends(EventSink* sink, ferry_status_t code, const std::string& why) {
+  // Written, but the peer may not have read them: they fail like the rest.
+  while (!written_sends_.empty()) {
+    Emit(sink, FERRY_EV_SEND_DONE, code, written_sends_.pop_front(), why);
+  }
   while (!ops_.empty()) {
     SendOp* op = ops_.pop_front();
     Emit(sink, FERRY_EV_SEND_DONE, code, op->user_data, why);
@@ -276,7 +331,7 @@ void Conn::FailSends(EventSink* sink, ferry_status_t code, const std::string& wh
 }
 
 bool Conn::TxHasWork() {
-  if (!tx_error_.ok()) return true;
+  if (!tx_error_.ok() || !written_sends_.empty()) return true;
   if (ops_.empty() || !broken_.ok()) return false;
   Status st;
   SendOp* op = ops_.front();

@@ -82,6 +82,59 @@ TEST_F(DataPathTest, CmaSendCompletesOnlyAfterThePeerPlaced) {
   ClosePair(&p);
 }
 
+// Small messages are written into the ring inside send() when nothing is
+// queued; a CMA send stays queued until the peer has read it. SEND_DONEs
+// still come in posting order: an inline send posted behind a CMA send is
+// not reported before it, and one posted before it is not held back.
+TEST_F(DataPathTest, SendsCompleteInPostingOrderAcrossInlineAndCma) {
+  Pair p;
+  ASSERT_TRUE(MakePair(&p));
+  ASSERT_NE(PeerAddress(p.a.get(), p.client).find("data=cma"), std::string::npos)
+      << PeerAddress(p.a.get(), p.client);
+  int tags[4];
+  const char small[64] = "small";
+  std::vector<unsigned char> big(1 << 20), in(1 << 20);
+  FillPattern(big.data(), big.size(), 7);
+  ASSERT_TRUE(p.a->Send(p.client, "A", {{small, sizeof small}}, &tags[0]).ok());
+  ASSERT_TRUE(p.a->Send(p.client, "B", {{big.data(), big.size()}}, &tags[1]).ok());
+  ASSERT_TRUE(p.a->Send(p.client, "C", {{small, sizeof small}}, &tags[2]).ok());
+  ASSERT_TRUE(p.a->Send(p.client, "D", {}, &tags[3]).ok());
+  Ev first, second;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
+    return (first.type || p.b->Take(FERRY_EV_ARRIVAL, &first)) &&
+           (second.type || p.a->Take(FERRY_EV_SEND_DONE, &second));
+  }));
+  EXPECT_EQ(second.user_data, &tags[0]) << "the first send completes first";
+  ASSERT_TRUE(p.b->t()->Discard(p.server, first.msg_id).ok());
+  Ev cma;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
+                        [&] { return p.b->Take(FERRY_EV_ARRIVAL, &cma); }));
+  ASSERT_EQ(cma.header, std::vector<unsigned char>({'B'}));
+  for (int i = 0; i < 2000; ++i) {
+    p.a->Poll();
+    p.b->Poll();
+  }
+  Ev early;
+  EXPECT_FALSE(p.a->Take(FERRY_EV_SEND_DONE, &early))
+      << "a send posted behind an unread CMA send completed before it";
+  ASSERT_TRUE(p.b->PlaceAll(cma, {in.data()}, nullptr).ok());
+  std::vector<void*> order;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
+    Ev ev;
+    while (p.a->Take(FERRY_EV_SEND_DONE, &ev)) {
+      EXPECT_EQ(ev.status, FERRY_OK) << ev.message;
+      order.push_back(ev.user_data);
+    }
+    while (p.b->Take(FERRY_EV_ARRIVAL, &ev)) {
+      EXPECT_TRUE(p.b->t()->Discard(p.server, ev.msg_id).ok());
+    }
+    return order.size() == 3;
+  }));
+  EXPECT_EQ(order, (std::vector<void*>{&tags[1], &tags[2], &tags[3]}));
+  EXPECT_EQ(PatternMismatch(in.data(), in.size(), 7), -1);
+  ClosePair(&p);
+}
+
 TEST_F(DataPathTest, RingCopyWhenCmaIsDisabled) {
   SetParam("cma", "0");
   Pair p;
