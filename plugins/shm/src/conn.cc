@@ -32,14 +32,14 @@ void Conn::Emit(EventSink* sink, int32_t type, ferry_status_t status,
 }
 
 void Conn::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_) return;
   closing_ = true;
   ctx_->Kick();
 }
 
 Conn::Step Conn::Progress(EventSink* sink) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_) {
     Finalize(sink);
     return Step::kDead;
@@ -72,7 +72,7 @@ Conn::Step Conn::Progress(EventSink* sink) {
 }
 
 void Conn::OnSocketEvent(EventSink* sink) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_ || sock_ < 0) return;
   if (InSetup()) {
     StepSetup(sink);
@@ -199,7 +199,7 @@ Status Conn::RefuseIfUnusable() const {
 Status Conn::PeerAddress(char* buf, uint64_t buf_len) {
   std::string text;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ferry_plugin::Mutex> lock(mu_);
     text = path_;
     if (state_ == State::kEstablished) {
       text += Format(" pid=%d uid=%u data=%s", static_cast<int>(peer_.pid),
@@ -216,21 +216,21 @@ Status Conn::PeerAddress(char* buf, uint64_t buf_len) {
 }
 
 void Conn::Arm() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (state_ != State::kEstablished || !broken_.ok()) return;
   bell_.Arm();
   armed_ = true;
 }
 
 void Conn::Disarm() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (!armed_) return;
   bell_.Disarm();
   armed_ = false;
 }
 
 bool Conn::HasWork() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_) return true;
   if (state_ == State::kConnecting) return true;  // retries or a failure to report
   if (state_ != State::kEstablished) return false;  // sockets wake us

@@ -25,6 +25,8 @@
 #include "send_op.h"
 #include "status.h"
 
+#include "ferry_plugin/mutex.h"
+
 #include <ferry/transport.h>
 
 #include <sys/socket.h>
@@ -165,7 +167,7 @@ class Conn {
   Context* const ctx_;
   const bool outbound_;
   const std::string path_;  // outbound: the address; inbound: the listener's
-  std::mutex mu_;
+  ferry_plugin::Mutex mu_;  // ferry_plugin/mutex.h: the hot path's lock
   std::atomic<void*> user_data_{nullptr};
   std::atomic<int> calls_{0};
 

@@ -177,7 +177,7 @@ Status Conn::Place(const ferry_place_args_t* a) {
     return Error(FERRY_INVALID_ARGUMENT, "shm: place() args are missing or too small");
   }
   void* user_data = FERRY_FIELD_PRESENT(a, ferry_place_args_t, user_data) ? a->user_data : nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_) {
     return Error(FERRY_FAILED_PRECONDITION, "shm: place() on a connection being closed");
   }
@@ -238,7 +238,7 @@ Status Conn::Place(const ferry_place_args_t* a) {
 }
 
 Status Conn::Discard(uint64_t msg_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (rx_ != Rx::kHeld || msg_id != held_id_) {
     return Error(FERRY_INVALID_ARGUMENT,
                  "shm: no arrival with msg_id %llu is waiting for an answer",

@@ -94,7 +94,7 @@ Status Conn::Send(const ferry_send_args_t* a) {
   }
   void* user_data = FERRY_FIELD_PRESENT(a, ferry_send_args_t, user_data) ? a->user_data : nullptr;
 
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_ || state_ == State::kFailed || !broken_.ok()) return RefuseIfUnusable();
   if (all_inline && ops_.empty() && state_ == State::kEstablished && tx_error_.ok() &&
       WriteInlineMessage(a, inline_bytes)) {

@@ -30,13 +30,13 @@
 #pragma once
 
 #include "config.h"
-#include "context_mutex.h"
 #include "frame_parser.h"
 #include "pollable.h"
 #include "send_op.h"
 #include "status.h"
 
 #include "ferry_plugin/event_queue.h"
+#include "ferry_plugin/mutex.h"
 
 #include <ferry/transport.h>
 
@@ -48,6 +48,9 @@
 #include <vector>
 
 namespace ferry_tcp {
+
+// The context lock (why one per context: above).
+using ContextMutex = ferry_plugin::Mutex;
 
 class Conn;
 class Listener;

@@ -1,4 +1,4 @@
-#include "context_mutex.h"
+#include "ferry_plugin/mutex.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-namespace ferry_tcp {
+namespace ferry_plugin {
 namespace {
 
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
@@ -33,7 +33,7 @@ long Futex(std::atomic<uint32_t>* word, int op, uint32_t value) {
 
 }  // namespace
 
-void ContextMutex::LockContended() {
+void Mutex::LockContended() {
   for (int i = 0; i < kSpins; ++i) {
     CpuRelax();
     uint32_t expected = kFree;
@@ -52,6 +52,6 @@ void ContextMutex::LockContended() {
   }
 }
 
-void ContextMutex::WakeOne() { Futex(&state_, FUTEX_WAKE_PRIVATE, 1); }
+void Mutex::WakeOne() { Futex(&state_, FUTEX_WAKE_PRIVATE, 1); }
 
-}  // namespace ferry_tcp
+}  // namespace ferry_plugin
