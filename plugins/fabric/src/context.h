@@ -34,6 +34,7 @@
 #include "wakeup.h"
 
 #include "ferry_plugin/event_queue.h"
+#include "ferry_plugin/mutex.h"
 
 #include <ferry/transport.h>
 #include <rdma/fi_eq.h>
@@ -59,7 +60,7 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  std::mutex& mutex() { return mu_; }
+  ferry_plugin::Mutex& mutex() { return mu_; }
 
   // --- host calls (caller holds mutex()) -----------------------------------
   void Query(ferry_context_info_t* info) const;
@@ -212,7 +213,7 @@ class Context {
   uint32_t Deliver(ferry_progress_args_t* args);
   void FreeRetired();
 
-  std::mutex mu_;
+  ferry_plugin::Mutex mu_;  // ferry_plugin/mutex.h: every entry point takes it
   const Config config_;
   std::string instance_;
   Selection selection_;

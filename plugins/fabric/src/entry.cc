@@ -72,7 +72,7 @@ ferry_status_t Query(ferry_context_t* handle, ferry_context_info_t* info) {
     if (ctx == nullptr || info == nullptr || info->struct_size < sizeof(uint32_t)) {
       return Error(FERRY_INVALID_ARGUMENT, "fabric: query() needs a context and info");
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     ctx->Query(info);
     return Status();
   });
@@ -86,7 +86,7 @@ ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "fabric: progress() needs a context and progress args");
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Status st = ctx->Progress(args);
     if (!st.ok()) FAB_LOG(FERRY_LOG_ERROR, "%s", st.message.c_str());
     return st;
@@ -99,7 +99,7 @@ ferry_status_t Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
     Context* ctx = ToContext(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
     if (!ArgsOk(args)) return BadArgs("listen", args);
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Listener* l = nullptr;
     Status st = ctx->Listen(args->address, args->user_data, &l);
     if (st.ok()) *out = reinterpret_cast<ferry_listener_t*>(l);
@@ -124,7 +124,7 @@ void CloseListener(ferry_listener_t* handle) {
       return;
     }
     Context* ctx = l->ctx;
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     ctx->CloseListener(l);
   });
 }
@@ -135,7 +135,7 @@ ferry_status_t Connect(ferry_context_t* handle, const ferry_connect_args_t* args
     Context* ctx = ToContext(handle);
     if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
     if (!ArgsOk(args)) return BadArgs("connect", args);
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Conn* conn = nullptr;
     Status st = ctx->Connect(args->address, args->user_data, &conn);
     if (st.ok()) *out = reinterpret_cast<ferry_conn_t*>(conn);
@@ -148,7 +148,7 @@ void SetConnUserData(ferry_conn_t* handle, void* user_data) {
   GuardedVoid("set_conn_user_data", [&] {
     Conn* conn = ToConn(handle);
     if (conn == nullptr) return;
-    std::lock_guard<std::mutex> lock(conn->ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(conn->ctx->mutex());
     conn->user_data = user_data;
   });
 }
@@ -160,7 +160,7 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
     if (conn == nullptr) return BadHandle("send", "connection");
     if (!ArgsOk(args)) return BadArgs("send", args);
     Context* ctx = conn->ctx;
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Status st = ctx->Send(conn, *args);
     ctx->AfterHostCall();
     return st;
@@ -174,7 +174,7 @@ ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
     if (conn == nullptr) return BadHandle("place", "connection");
     if (!ArgsOk(args)) return BadArgs("place", args);
     Context* ctx = conn->ctx;
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Status st = ctx->Place(conn, *args);
     ctx->AfterHostCall();
     return st;
@@ -187,7 +187,7 @@ ferry_status_t Discard(ferry_conn_t* handle, uint64_t msg_id,
     Conn* conn = ToConn(handle);
     if (conn == nullptr) return BadHandle("discard", "connection");
     Context* ctx = conn->ctx;
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Status st = ctx->Discard(conn, msg_id);
     ctx->AfterHostCall();
     return st;
@@ -202,7 +202,7 @@ void Close(ferry_conn_t* handle) {
       return;
     }
     Context* ctx = conn->ctx;
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     ctx->Close(conn);
     ctx->AfterHostCall();
   });
@@ -218,7 +218,7 @@ ferry_status_t Reg(ferry_context_t* handle, const ferry_reg_args_t* args,
       return BadArgs("reg", "ferry_reg_args_t", args ? args->struct_size : 0,
                      FERRY_STRUCT_SIZE(ferry_reg_args_t, length));
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     HostMr* mr = nullptr;
     Status st = ctx->Reg(*args, &mr);
     if (st.ok()) *out = reinterpret_cast<ferry_mr_t*>(mr);
@@ -234,7 +234,7 @@ void Dereg(ferry_context_t* handle, ferry_mr_t* mr) {
       FAB_LOG(FERRY_LOG_ERROR, "dereg() got an invalid handle");
       return;
     }
-    std::lock_guard<std::mutex> lock(ctx->mutex());
+    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     ctx->Dereg(h);
   });
 }
