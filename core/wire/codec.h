@@ -52,6 +52,53 @@ class Writer {
   std::vector<uint8_t>* out_;
 };
 
+// Fixed-width fields gathered on the stack and appended to a Writer in one
+// piece (when it goes out of scope, or at Flush). Appending field by field
+// costs an out-of-line vector insert each, ~50 instructions (callgrind: a
+// no-op request's encoding was 810 instructions for its dozen fields), so
+// the messages on every call's path batch theirs. The bytes are exactly the
+// Writer's; only the number of appends changes.
+class Fields {
+ public:
+  explicit Fields(Writer& w) : w_(w) {}
+  ~Fields() { Flush(); }
+  Fields(const Fields&) = delete;
+  Fields& operator=(const Fields&) = delete;
+
+  void U8(uint8_t v) { Put(&v, sizeof v); }
+  void U16(uint16_t v) { Put(&v, sizeof v); }
+  void U32(uint32_t v) { Put(&v, sizeof v); }
+  void U64(uint64_t v) { Put(&v, sizeof v); }
+  void I32(int32_t v) { Put(&v, sizeof v); }
+  // A short byte string (u32 length, then the bytes) joins the batch; a
+  // long one is flushed past it.
+  void Bytes(const void* data, size_t len) {
+    U32(static_cast<uint32_t>(len));
+    if (len <= kShortBytes) {
+      Put(data, len);
+    } else {
+      Flush();
+      w_.Raw(data, len);
+    }
+  }
+  void Str(std::string_view s) { Bytes(s.data(), s.size()); }
+  void Flush() {
+    if (n_ > 0) w_.Raw(buf_, n_);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr size_t kShortBytes = 64;
+  void Put(const void* data, size_t len) {
+    if (n_ + len > sizeof buf_) Flush();
+    std::memcpy(buf_ + n_, data, len);
+    n_ += len;
+  }
+  Writer& w_;
+  size_t n_ = 0;
+  uint8_t buf_[128];
+};
+
 class Reader {
  public:
   Reader(const void* data, size_t len)

@@ -13,11 +13,12 @@ constexpr uint32_t kMaxDims = 64;
 }  // namespace
 
 void EncodeEnvelope(const Envelope& e, Writer& w) {
-  w.U16(kMagic);
-  w.U8(kWireVersion);
-  w.U8(static_cast<uint8_t>(e.kind));
-  w.U32(e.flags);
-  w.U64(e.seq);
+  Fields f(w);
+  f.U16(kMagic);
+  f.U8(kWireVersion);
+  f.U8(static_cast<uint8_t>(e.kind));
+  f.U32(e.flags);
+  f.U64(e.seq);
 }
 
 bool DecodeEnvelope(Reader& r, Envelope* e, uint8_t* version) {
@@ -34,8 +35,13 @@ std::string Guid::ToString() const {
 }
 
 void Put(Writer& w, const Guid& g) {
-  w.U64(g.worker);
-  w.U64(g.local);
+  Fields f(w);
+  Put(f, g);
+}
+
+void Put(Fields& f, const Guid& g) {
+  f.U64(g.worker);
+  f.U64(g.local);
 }
 
 Guid GetGuid(Reader& r) {
@@ -47,15 +53,15 @@ Guid GetGuid(Reader& r) {
 
 namespace {
 
-void PutTensor(Writer& w, const TensorMeta& t) {
-  w.U8(t.dtype.code);
-  w.U8(t.dtype.bits);
-  w.U16(t.dtype.lanes);
-  w.I32(static_cast<int32_t>(t.device.device_type));
-  w.I32(t.device.device_id);
-  w.U32(static_cast<uint32_t>(t.shape.size()));
-  for (int64_t d : t.shape) w.U64(static_cast<uint64_t>(d));
-  w.U64(t.nbytes);
+void PutTensor(Fields& f, const TensorMeta& t) {
+  f.U8(t.dtype.code);
+  f.U8(t.dtype.bits);
+  f.U16(t.dtype.lanes);
+  f.I32(static_cast<int32_t>(t.device.device_type));
+  f.I32(t.device.device_id);
+  f.U32(static_cast<uint32_t>(t.shape.size()));
+  for (int64_t d : t.shape) f.U64(static_cast<uint64_t>(d));
+  f.U64(t.nbytes);
 }
 
 bool GetTensor(Reader& r, TensorMeta* t) {
@@ -86,11 +92,11 @@ bool GetTensor(Reader& r, TensorMeta* t) {
   return t->nbytes == elements * element_bytes;
 }
 
-void PutRRef(Writer& w, const RRefRef& x) {
-  w.U64(x.owner);
-  Put(w, x.rref);
-  Put(w, x.fork);
-  w.U64(x.parent);
+void PutRRef(Fields& f, const RRefRef& x) {
+  f.U64(x.owner);
+  Put(f, x.rref);
+  Put(f, x.fork);
+  f.U64(x.parent);
 }
 
 void GetRRef(Reader& r, RRefRef* x) {
@@ -103,11 +109,16 @@ void GetRRef(Reader& r, RRefRef* x) {
 }  // namespace
 
 void Put(Writer& w, const ValueMeta& v) {
-  w.Str(v.bytes);
-  w.U32(static_cast<uint32_t>(v.tensors.size()));
-  for (const auto& t : v.tensors) PutTensor(w, t);
-  w.U32(static_cast<uint32_t>(v.rrefs.size()));
-  for (const auto& x : v.rrefs) PutRRef(w, x);
+  Fields f(w);
+  Put(f, v);
+}
+
+void Put(Fields& f, const ValueMeta& v) {
+  f.Str(v.bytes);
+  f.U32(static_cast<uint32_t>(v.tensors.size()));
+  for (const auto& t : v.tensors) PutTensor(f, t);
+  f.U32(static_cast<uint32_t>(v.rrefs.size()));
+  for (const auto& x : v.rrefs) PutRRef(f, x);
 }
 
 bool Get(Reader& r, ValueMeta* v) {
@@ -124,13 +135,14 @@ bool Get(Reader& r, ValueMeta* v) {
 }
 
 void Put(Writer& w, const Request& m) {
-  w.U64(m.call_id);
-  w.U8(static_cast<uint8_t>(m.call_kind));
-  w.U32(m.timeout_ms);
-  w.Str(m.function);
-  Put(w, m.rref);
-  Put(w, m.fork);
-  Put(w, m.value);
+  Fields f(w);
+  f.U64(m.call_id);
+  f.U8(static_cast<uint8_t>(m.call_kind));
+  f.U32(m.timeout_ms);
+  f.Str(m.function);
+  Put(f, m.rref);
+  Put(f, m.fork);
+  Put(f, m.value);
 }
 
 bool Get(Reader& r, Request* m) {
@@ -147,10 +159,11 @@ bool Get(Reader& r, Request* m) {
 }
 
 void Put(Writer& w, const Response& m) {
-  w.U64(m.call_id);
-  w.I32(m.status);
-  w.Str(m.message);
-  Put(w, m.value);
+  Fields f(w);
+  f.U64(m.call_id);
+  f.I32(m.status);
+  f.Str(m.message);
+  Put(f, m.value);
 }
 
 bool Get(Reader& r, Response* m) {
@@ -161,11 +174,12 @@ bool Get(Reader& r, Response* m) {
 }
 
 void Put(Writer& w, const Control& m) {
-  w.U64(m.control_id);
-  w.U8(static_cast<uint8_t>(m.kind));
-  Put(w, m.rref);
-  Put(w, m.fork);
-  w.U64(m.holder);
+  Fields f(w);
+  f.U64(m.control_id);
+  f.U8(static_cast<uint8_t>(m.kind));
+  Put(f, m.rref);
+  Put(f, m.fork);
+  f.U64(m.holder);
 }
 
 bool Get(Reader& r, Control* m) {

@@ -71,6 +71,7 @@ struct Guid {
   std::string ToString() const;
 };
 void Put(Writer& w, const Guid& g);
+void Put(Fields& f, const Guid& g);
 Guid GetGuid(Reader& r);
 
 // ---- connection set-up --------------------------------------------------
@@ -121,6 +122,7 @@ struct ValueMeta {
   std::vector<RRefRef> rrefs;
 };
 void Put(Writer& w, const ValueMeta& v);
+void Put(Fields& f, const ValueMeta& v);
 bool Get(Reader& r, ValueMeta* v);
 
 enum class CallKind : uint8_t {
