@@ -369,9 +369,9 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
       PeerGone(p, s, &actions);
       // Sink callbacks must not run under mu_: hand them to a pumper.
       // (PeerGone's actions only report; running them late is harmless.)
-      for (auto& a : actions) timers_.push_back({std::chrono::milliseconds(0),
-                                                 Clock::now(), std::move(a)});
-      NoteTimerDue(Clock::now());
+      for (auto& a : actions) {
+        AddTimerLocked(std::chrono::milliseconds(0), Clock::now(), std::move(a));
+      }
       return s;
     }
   }
@@ -1171,8 +1171,16 @@ void Engine::PeerGone(Peer* p, const Status& why, std::vector<Action>* actions) 
 
 void Engine::AddTimer(std::chrono::milliseconds period, std::function<void()> fn) {
   std::lock_guard<std::mutex> l(mu_);
-  timers_.push_back({period, Clock::now() + period, std::move(fn)});
-  NoteTimerDue(timers_.back().next);
+  AddTimerLocked(period, Clock::now() + period, std::move(fn));
+}
+
+void Engine::AddTimerLocked(std::chrono::milliseconds period, Clock::time_point next,
+                            std::function<void()> fn) {
+  timers_.push_back({period, next, std::move(fn)});
+  const Clock::rep t = next.time_since_epoch().count();
+  if (t < timers_due_.load(std::memory_order_relaxed)) {
+    timers_due_.store(t, std::memory_order_relaxed);
+  }
 }
 
 void Engine::RunTimers(Clock::time_point now, std::vector<Action>* actions) {

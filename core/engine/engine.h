@@ -197,12 +197,9 @@ class Engine {
   // scan. Written under mu_; read by every pump without it (a stale value
   // only makes a timer run one pump later).
   std::atomic<Clock::rep> timers_due_{0};
-  void NoteTimerDue(Clock::time_point when) {  // under mu_
-    const Clock::rep t = when.time_since_epoch().count();
-    if (t < timers_due_.load(std::memory_order_relaxed)) {
-      timers_due_.store(t, std::memory_order_relaxed);
-    }
-  }
+  // Adds a timer first due at `next` (period 0: runs once). Under mu_.
+  void AddTimerLocked(std::chrono::milliseconds period, Clock::time_point next,
+                      std::function<void()> fn);
   // Sends and places posted and not yet completed: if the transport is
   // finalised with some outstanding, Stop() frees them (tensor deleters run
   // exactly once either way).

@@ -47,25 +47,26 @@ bool VtableHas(const ferry_transport_vtable_t* vtable, size_t offset,
   return fn != nullptr;
 }
 
-// Calls plugin entry `name` with presence check and exception guard.
-// `call` returns ferry_status_t; the plugin's message, if any, is in `err`.
-#define FERRY_GUARDED_CALL(entry, err, ...)                                    \
+// Calls plugin entry `fn` (vtable entry `entry`; NULL when the vtable lacks
+// it) with an exception guard; the plugin's message, if any, is in `err`.
+#define FERRY_CALL_ENTRY(fn, entry, err, ...)                                  \
   [&]() -> Status {                                                            \
-    if (!Has(FERRY_VT(entry))) {                                               \
-      return Status(FERRY_UNIMPLEMENTED,                                       \
-                    "transport '" + name() + "' does not implement " #entry);  \
-    }                                                                          \
+    const auto fn_ = (fn);                                                     \
+    if (fn_ == nullptr) return Missing(#entry);                                \
     ferry_status_t rc_;                                                        \
     try {                                                                      \
-      rc_ = plugin_->vtable()->entry(__VA_ARGS__);                             \
+      rc_ = fn_(__VA_ARGS__);                                                  \
     } catch (...) {                                                            \
-      return Status(FERRY_INTERNAL, "transport '" + name() + "' threw from " #entry \
-                                    ": " + Describe(std::current_exception())); \
+      return Threw(#entry);                                                    \
     }                                                                          \
     if (rc_ == FERRY_OK) return Status();                                      \
-    return Status(rc_, (err).Or("transport '" + name() + "' " #entry " failed " \
-                                "without a message (" + StatusCodeName(rc_) + ")")); \
+    return Failed(#entry, rc_, (err).text);                                    \
   }()
+
+// The same for the rarely called entries, presence-checked at each call.
+#define FERRY_GUARDED_CALL(entry, err, ...)                                    \
+  FERRY_CALL_ENTRY(Has(FERRY_VT(entry)) ? plugin_->vtable()->entry : nullptr,  \
+                   entry, err, __VA_ARGS__)
 
 #define FERRY_GUARDED_VOID(entry, ...)                                         \
   do {                                                                         \
@@ -164,19 +165,14 @@ bool Transport::Has(size_t vtable_offset) const {
 Status Transport::Progress(ferry_event_t* events, uint32_t max_events,
                            uint32_t* num_events) {
   *num_events = 0;
-  if (progress_ == nullptr) return Missing("progress");
   ferry_progress_args_t args{};
   args.struct_size = sizeof args;
   args.max_events = max_events;
   args.events = events;
   args.event_stride = sizeof(ferry_event_t);
-  ferry_status_t rc;
-  try {
-    rc = progress_(ctx_, &args);
-  } catch (...) {
-    return Threw("progress");
-  }
-  if (rc != FERRY_OK) return Failed("progress", rc, nullptr);
+  ErrorText err;  // progress has no error buffer: stays empty
+  Status st = FERRY_CALL_ENTRY(progress_, progress, err, ctx_, &args);
+  if (!st.ok()) return st;
   if (args.num_events > max_events) {
     return Status(FERRY_INTERNAL, "transport '" + name() + "' returned more events than asked for");
   }
@@ -220,35 +216,21 @@ void Transport::SetConnUserData(ferry_conn_t* conn, void* user_data) {
   FERRY_GUARDED_VOID(set_conn_user_data, conn, user_data);
 }
 
-// The three per-message calls, like FERRY_GUARDED_CALL but through the
-// entries resolved at construction.
-#define FERRY_HOT_CALL(entry, ...)                                             \
-  do {                                                                         \
-    if (entry##_ == nullptr) return Missing(#entry);                           \
-    ErrorText err;                                                             \
-    ferry_status_t rc;                                                         \
-    try {                                                                      \
-      rc = entry##_(__VA_ARGS__, &err.buf);                                    \
-    } catch (...) {                                                            \
-      return Threw(#entry);                                                    \
-    }                                                                          \
-    if (rc == FERRY_OK) return Status();                                       \
-    return Failed(#entry, rc, err.text);                                       \
-  } while (0)
-
+// The per-message calls go through the entries resolved at construction.
 Status Transport::Send(ferry_conn_t* conn, const ferry_send_args_t& args) {
-  FERRY_HOT_CALL(send, conn, &args);
+  ErrorText err;
+  return FERRY_CALL_ENTRY(send_, send, err, conn, &args, &err.buf);
 }
 
 Status Transport::Place(ferry_conn_t* conn, const ferry_place_args_t& args) {
-  FERRY_HOT_CALL(place, conn, &args);
+  ErrorText err;
+  return FERRY_CALL_ENTRY(place_, place, err, conn, &args, &err.buf);
 }
 
 Status Transport::Discard(ferry_conn_t* conn, uint64_t msg_id) {
-  FERRY_HOT_CALL(discard, conn, msg_id);
+  ErrorText err;
+  return FERRY_CALL_ENTRY(discard_, discard, err, conn, msg_id, &err.buf);
 }
-
-#undef FERRY_HOT_CALL
 
 void Transport::Close(ferry_conn_t* conn) { FERRY_GUARDED_VOID(close, conn); }
 

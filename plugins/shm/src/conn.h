@@ -127,7 +127,7 @@ class Conn {
   void FailSetup(EventSink* sink, const Status& why);
 
   // conn_tx.cc
-  bool WriteInlineMessage(const ferry_send_args_t* a, uint64_t inline_bytes);
+  bool WriteInlineMessage(const ferry_send_args_t* a, uint64_t inline_padded);
   bool PumpTx(Status* st);
   bool WriteMessage(SendOp* op, Status* st);
   bool WriteChunk(SendOp* op, Status* st);

@@ -28,6 +28,72 @@ bool HostDevice(int32_t type) {
   return type == 0 || type == FERRY_DEVICE_CPU || type == FERRY_DEVICE_CUDA_HOST;
 }
 
+// Which segments travel inline: each of at most inline_max bytes, in order,
+// while the message's inline bytes stay within inline_budget. The one rule
+// for send()'s fast path and for WriteMessage.
+struct InlineBudget {
+  uint64_t total = 0;   // inline bytes taken
+  uint64_t padded = 0;  // the same, as laid out in the record
+  bool Take(const Config& cfg, uint64_t length) {
+    if (length > cfg.inline_max || total + length > cfg.inline_budget) return false;
+    total += length;
+    padded += AlignUp(length, 8);
+    return true;
+  }
+};
+
+// Segment `i` of the host's send() arguments (a missing device is the CPU).
+OutSegment HostSegment(const ferry_send_args_t* a, uint32_t i, uint32_t mode) {
+  const ferry_segment_t* s =
+      FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
+  OutSegment o;
+  o.data = static_cast<const uint8_t*>(s->data);
+  o.length = s->length;
+  o.device = FERRY_FIELD_PRESENT(s, ferry_segment_t, device)
+                 ? s->device
+                 : ferry_device_t{FERRY_DEVICE_CPU, 0};
+  o.mode = mode;
+  return o;
+}
+
+// Bytes of a message record's body (shm_layout.h).
+uint64_t MessageBodySize(uint32_t num_segments, uint32_t num_cma, uint64_t header_len,
+                         uint64_t inline_padded) {
+  return sizeof(MsgBody) + uint64_t{num_segments} * sizeof(SegmentDesc) +
+         uint64_t{num_cma} * 8 + AlignUp(header_len, 8) + inline_padded;
+}
+
+// Writes a message record's body at `p`: segment `i` is segment_at(i), an
+// OutSegment with its mode chosen.
+template <typename SegmentAt>
+void EncodeMessageBody(uint8_t* p, const uint8_t* header, uint64_t header_len,
+                       uint32_t n, uint32_t num_cma, SegmentAt segment_at) {
+  const MsgBody mb{static_cast<uint32_t>(header_len), static_cast<uint16_t>(n),
+                   static_cast<uint16_t>(num_cma)};
+  std::memcpy(p, &mb, sizeof mb);
+  uint8_t* desc = p + sizeof mb;
+  uint8_t* cma = desc + uint64_t{n} * sizeof(SegmentDesc);
+  uint8_t* q = cma + uint64_t{num_cma} * 8;
+  if (header_len > 0) std::memcpy(q, header, header_len);
+  q += AlignUp(header_len, 8);
+  for (uint32_t i = 0; i < n; ++i) {
+    const OutSegment s = segment_at(i);
+    SegmentDesc d;
+    d.length_mode = s.length | (uint64_t{s.mode} << kSegModeShift);
+    d.device_type = s.device.type;
+    d.device_id = s.device.id;
+    std::memcpy(desc + uint64_t{i} * sizeof d, &d, sizeof d);
+    if (s.mode == kSegCma) {
+      const uint64_t addr = reinterpret_cast<uintptr_t>(s.data);
+      std::memcpy(cma, &addr, 8);
+      cma += 8;
+    } else if (s.mode == kSegInline) {
+      if (s.length > 0) std::memcpy(q, s.data, s.length);
+      q += AlignUp(s.length, 8);
+    }
+  }
+}
+
 }  // namespace
 
 Status Conn::Send(const ferry_send_args_t* a) {
@@ -61,8 +127,7 @@ Status Conn::Send(const ferry_send_args_t* a) {
   // byte is read before send() has accepted the message), and whether they
   // all fit inline, which allows the fast path below.
   uint64_t total = a->header_len;
-  uint64_t inline_total = 0;
-  uint64_t inline_bytes = 0;  // padded, as laid out in the record
+  InlineBudget inline_budget;
   bool all_inline = true;
   for (uint32_t i = 0; i < a->num_segments; ++i) {
     const ferry_segment_t* s =
@@ -84,20 +149,14 @@ Status Conn::Send(const ferry_send_args_t* a) {
                    "shm moves host memory only (route it over cuda_ipc)",
                    i, dev);
     }
-    if (all_inline && s->length <= cfg.inline_max &&
-        inline_total + s->length <= cfg.inline_budget) {
-      inline_total += s->length;
-      inline_bytes += AlignUp(s->length, 8);
-    } else {
-      all_inline = false;
-    }
+    all_inline = all_inline && inline_budget.Take(cfg, s->length);
   }
   void* user_data = FERRY_FIELD_PRESENT(a, ferry_send_args_t, user_data) ? a->user_data : nullptr;
 
   std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_ || state_ == State::kFailed || !broken_.ok()) return RefuseIfUnusable();
   if (all_inline && ops_.empty() && state_ == State::kEstablished && tx_error_.ok() &&
-      WriteInlineMessage(a, inline_bytes)) {
+      WriteInlineMessage(a, inline_budget.padded)) {
     written_sends_.push_back(user_data);
     bell_.RingIfAsleep();
     ctx_->Kick();
@@ -114,16 +173,7 @@ Status Conn::Send(const ferry_send_args_t* a) {
   op->header = static_cast<const uint8_t*>(a->header);
   op->header_len = a->header_len;
   op->segs.resize(a->num_segments);
-  for (uint32_t i = 0; i < a->num_segments; ++i) {
-    const ferry_segment_t* s =
-        FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
-    OutSegment& o = op->segs[i];
-    o.data = static_cast<const uint8_t*>(s->data);
-    o.length = s->length;
-    o.device = FERRY_FIELD_PRESENT(s, ferry_segment_t, device)
-                   ? s->device
-                   : ferry_device_t{FERRY_DEVICE_CPU, 0};
-  }
+  for (uint32_t i = 0; i < a->num_segments; ++i) op->segs[i] = HostSegment(a, i, 0);
   ops_.push_back(op);
   if (state_ == State::kEstablished && next_write_ == ops_.size() - 1) {
     PumpTx(&tx_error_);
@@ -137,36 +187,14 @@ Status Conn::Send(const ferry_send_args_t* a) {
   return Status();
 }
 
-// The record layout is WriteMessage's with every segment inline, written
-// straight from the host's arguments.
-bool Conn::WriteInlineMessage(const ferry_send_args_t* a, uint64_t inline_bytes) {
+// WriteMessage for a message whose segments all go inline, straight from
+// the host's arguments (no SendOp).
+bool Conn::WriteInlineMessage(const ferry_send_args_t* a, uint64_t inline_padded) {
   const uint32_t n = a->num_segments;
-  const uint64_t body = sizeof(MsgBody) + uint64_t{n} * sizeof(SegmentDesc) +
-                        AlignUp(a->header_len, 8) + inline_bytes;
-  uint8_t* p = writer_.Reserve(body, &tx_error_);
+  uint8_t* p = writer_.Reserve(MessageBodySize(n, 0, a->header_len, inline_padded), &tx_error_);
   if (p == nullptr) return false;  // no room (or a corrupt ring): the slow path
-  const MsgBody mb{static_cast<uint32_t>(a->header_len), static_cast<uint16_t>(n), 0};
-  std::memcpy(p, &mb, sizeof mb);
-  uint8_t* desc = p + sizeof mb;
-  uint8_t* q = desc + uint64_t{n} * sizeof(SegmentDesc);
-  if (a->header_len > 0) std::memcpy(q, a->header, a->header_len);
-  q += AlignUp(a->header_len, 8);
-  for (uint32_t i = 0; i < n; ++i) {
-    const ferry_segment_t* s =
-        FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
-    SegmentDesc d;
-    d.length_mode = s->length | (uint64_t{kSegInline} << kSegModeShift);
-    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device)) {
-      d.device_type = s->device.type;
-      d.device_id = s->device.id;
-    } else {
-      d.device_type = FERRY_DEVICE_CPU;
-      d.device_id = 0;
-    }
-    std::memcpy(desc + uint64_t{i} * sizeof d, &d, sizeof d);
-    if (s->length > 0) std::memcpy(q, s->data, s->length);
-    q += AlignUp(s->length, 8);
-  }
+  EncodeMessageBody(p, static_cast<const uint8_t*>(a->header), a->header_len, n, 0,
+                    [a](uint32_t i) { return HostSegment(a, i, kSegInline); });
   writer_.Commit(kRecordMsg);
   ++msgs_written_;
   return true;
@@ -198,16 +226,13 @@ bool Conn::PumpTx(Status* st) {
 bool Conn::WriteMessage(SendOp* op, Status* st) {
   const Config& cfg = config();
   const uint32_t n = static_cast<uint32_t>(op->segs.size());
-  uint64_t inline_total = 0;
-  uint64_t inline_bytes = 0;  // padded
+  InlineBudget inline_budget;
   uint32_t num_cma = 0;
   int first_ring = -1;
   for (uint32_t i = 0; i < n; ++i) {
     OutSegment& s = op->segs[i];
-    if (s.length <= cfg.inline_max && inline_total + s.length <= cfg.inline_budget) {
+    if (inline_budget.Take(cfg, s.length)) {
       s.mode = kSegInline;
-      inline_total += s.length;
-      inline_bytes += AlignUp(s.length, 8);
     } else if (cma_send_ && s.length >= cfg.cma_min &&
                (cfg.cma_max == 0 || s.length <= cfg.cma_max)) {
       s.mode = kSegCma;
@@ -217,40 +242,14 @@ bool Conn::WriteMessage(SendOp* op, Status* st) {
       if (first_ring < 0) first_ring = static_cast<int>(i);
     }
   }
-  const uint64_t body = sizeof(MsgBody) + uint64_t{n} * sizeof(SegmentDesc) +
-                        uint64_t{num_cma} * 8 + AlignUp(op->header_len, 8) + inline_bytes;
+  const uint64_t body = MessageBodySize(n, num_cma, op->header_len, inline_budget.padded);
   uint8_t* p = writer_.Reserve(body, st);
   if (p == nullptr) {
     blocked_len_ = body;
     return false;
   }
-  MsgBody mb{static_cast<uint32_t>(op->header_len), static_cast<uint16_t>(n),
-             static_cast<uint16_t>(num_cma)};
-  std::memcpy(p, &mb, sizeof mb);
-  uint8_t* desc = p + sizeof mb;
-  uint8_t* cma = desc + uint64_t{n} * sizeof(SegmentDesc);
-  uint8_t* q = cma + uint64_t{num_cma} * 8;
-  for (uint32_t i = 0; i < n; ++i) {
-    const OutSegment& s = op->segs[i];
-    SegmentDesc d;
-    d.length_mode = s.length | (uint64_t{s.mode} << kSegModeShift);
-    d.device_type = s.device.type;
-    d.device_id = s.device.id;
-    std::memcpy(desc + uint64_t{i} * sizeof d, &d, sizeof d);
-    if (s.mode == kSegCma) {
-      const uint64_t addr = reinterpret_cast<uintptr_t>(s.data);
-      std::memcpy(cma, &addr, 8);
-      cma += 8;
-    }
-  }
-  if (op->header_len > 0) std::memcpy(q, op->header, op->header_len);
-  q += AlignUp(op->header_len, 8);
-  for (uint32_t i = 0; i < n; ++i) {
-    const OutSegment& s = op->segs[i];
-    if (s.mode != kSegInline) continue;
-    if (s.length > 0) std::memcpy(q, s.data, s.length);
-    q += AlignUp(s.length, 8);
-  }
+  EncodeMessageBody(p, op->header, op->header_len, n, num_cma,
+                    [op](uint32_t i) { return op->segs[i]; });
   writer_.Commit(kRecordMsg);
   op->record_written = true;
   op->msg_index = msgs_written_++;
