@@ -93,7 +93,8 @@ std::string Usage() {
       "                      timed round trips (default 1G)\n"
       "  --rounds N          split each size's round trips into N rounds,\n"
       "                      raw and ferry alternating, so slow drifts of the\n"
-      "                      machine hit both alike (default 4)\n"
+      "                      machine hit both alike (default: one round per\n"
+      "                      500 round trips, from 4 to 20)\n"
       "  --mode busy|sleep|both\n"
       "                      busy: every side spins (ferry on progress());\n"
       "                      sleep: every side blocks when it has nothing to\n"
@@ -262,12 +263,15 @@ std::vector<std::string> PeerArgs(const Options& o) {
       "--sizes", sizes,
       "--iters", std::to_string(o.iters),
       "--budget", std::to_string(o.budget),
-      "--rounds", std::to_string(o.rounds),
       "--mode", mode,
       "--window", std::to_string(o.window),
       "--stream-min", std::to_string(o.stream_min),
       "--timeout", std::to_string(o.timeout_s)};
   if (!o.stream) args.push_back("--no-stream");
+  if (o.rounds != 0) {  // 0: by size, decided alike on both sides
+    args.push_back("--rounds");
+    args.push_back(std::to_string(o.rounds));
+  }
   if (!o.only.empty()) {
     args.push_back("--only");
     args.push_back(o.only);

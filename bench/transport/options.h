@@ -18,7 +18,8 @@ struct Options {
   uint32_t iters = 10000;       // --iters: timed round trips per size (cap)
   uint64_t budget = 1ull << 30; // --budget: bytes per direction per size
   uint32_t min_iters = 20;      // floor on timed round trips per size
-  uint32_t rounds = 4;          // --rounds: raw/ferry alternations per size
+  uint32_t rounds = 0;          // --rounds: raw/ferry alternations per size
+                                // (0: by size, see plan.cc)
   std::vector<PollMode> modes;  // --mode busy|sleep|both
   std::string json_path;        // --json FILE ("" = no JSON)
   bool pin = true;              // --cpus none turns pinning off

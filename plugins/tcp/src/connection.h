@@ -75,10 +75,12 @@ class Conn final : public Pollable {
   // A connect() that failed before it was even in flight.
   void FailConnect(int err);
   void OnAcceptDelivered();
+  int fd() const { return fd_; }
 
   // Context bookkeeping (owned by Context).
   bool scheduled = false;
   size_t open_index = SIZE_MAX;
+  size_t spun_index = SIZE_MAX;  // in Context::spun_: read directly, not in epoll
 
  private:
   enum class RxState : uint8_t { kHello, kFrame, kHeld, kPlacing, kDead };

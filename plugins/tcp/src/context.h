@@ -143,6 +143,9 @@ class Context {
   std::vector<Conn*> ready_;    // connections with work for Service()
   std::vector<Conn*> running_;  // ready_ being serviced (swapped)
   std::vector<Conn*> open_;     // established, socket still open
+  // Busy-poll mode: up to kMaxSpinConns of open_, taken out of epoll and
+  // read directly on every progress() (see AddOpen).
+  std::vector<Conn*> spun_;
   std::vector<Conn*> retired_;  // FERRY_EV_CLOSED returned: free next time
 
   SendOpPool send_ops_;

@@ -225,6 +225,51 @@ TEST(TcpPlugin, BusyPollLargeMessageStreamsThroughFullSocketBuffers) {
   CloseLink(&client, &server, link);
 }
 
+TEST(TcpPlugin, BusyPollServesConnectionsBeyondTheDirectlyReadOnes) {
+  // Busy-poll mode reads its first 8 open connections directly and takes
+  // them out of epoll; the rest stay in epoll. Messages in both directions
+  // on all 12, then a peer closing one of each kind: both are reported.
+  Endpoint client(FERRY_INIT_BUSY_POLL), server(FERRY_INIT_BUSY_POLL);
+  constexpr int kLinks = 12;
+  std::vector<Link> links;
+  for (int i = 0; i < kLinks; ++i) links.push_back(Connect(&client, &server));
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kLinks; ++i) {
+      const std::string h = "ping " + std::to_string(i);
+      ASSERT_TRUE(client.t().Send(links[i].client, SendArgs(h, {}, nullptr)).ok());
+    }
+    ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
+      return server.Count(FERRY_EV_ARRIVAL) == kLinks;
+    }));
+    for (int i = 0; i < kLinks; ++i) {
+      Event ping = server.Take(FERRY_EV_ARRIVAL, links[i].server);
+      EXPECT_EQ(ping.header, "ping " + std::to_string(i));
+      ASSERT_TRUE(server.t().Discard(links[i].server, ping.msg_id).ok());
+      ASSERT_TRUE(server.t().Send(links[i].server, SendArgs(ping.header, {}, nullptr)).ok());
+    }
+    ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
+      return client.Count(FERRY_EV_ARRIVAL) == kLinks;
+    }));
+    for (int i = 0; i < kLinks; ++i) {
+      Event pong = client.Take(FERRY_EV_ARRIVAL, links[i].client);
+      EXPECT_EQ(pong.header, "ping " + std::to_string(i));
+      ASSERT_TRUE(client.t().Discard(links[i].client, pong.msg_id).ok());
+    }
+    client.events().clear();
+    server.events().clear();
+  }
+  for (int i : {0, kLinks - 1}) server.t().Close(links[i].server);
+  ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
+    return client.Has(FERRY_EV_CONN_BROKEN, links[0].client) &&
+           client.Has(FERRY_EV_CONN_BROKEN, links[kLinks - 1].client);
+  }));
+  for (int i : {0, kLinks - 1}) {
+    EXPECT_EQ(client.Take(FERRY_EV_CONN_BROKEN, links[i].client).status, FERRY_PEER_GONE);
+    client.t().Close(links[i].client);
+  }
+  for (int i = 1; i < kLinks - 1; ++i) CloseLink(&client, &server, links[i]);
+}
+
 TEST(TcpPlugin, BusyPollFromParameter) {
   ferry::SetPluginParam("tcp", "busy_poll", "1");
   Endpoint e;
