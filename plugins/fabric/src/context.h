@@ -119,6 +119,7 @@ class Context {
                 size_t header_len) const;
   // The fast path: an all-inline message on an idle open connection goes
   // out inside send(). False when it must be queued instead.
+  bool TrySendSmall(Conn* c, const ferry_send_args_t& args);
   bool TrySendEagerNow(Conn* c, const ferry_send_args_t& args,
                        const std::vector<SegRef>& segs);
   // The bulk data path both sides of `c` support.
@@ -150,10 +151,11 @@ class Context {
   void OnRecv(RxBuf* b, size_t len);
   // true when `b` was kept (the message holds it).
   bool OnMsg(RxBuf* b, size_t len);
-  Status ParseMsg(const char* frame, size_t len, RxMsg* m) const;
   RxMsg* NewRxMsg();
   void ReleaseRxMsg(RxMsg* m);
   void TryDeliver(Conn* c);
+  // Hands `m` to the host as c's ARRIVAL (c holds nothing else).
+  void DeliverArrival(Conn* c, RxMsg* m);
   void MaybeFinishPeerClose(Conn* c);
   void DropReceived(Conn* c);
   Status CheckAnswer(Conn* c, uint64_t msg_id, const char* call) const;

@@ -209,7 +209,82 @@ bool Context::TrySendEagerNow(Conn* c, const ferry_send_args_t& a,
   return false;
 }
 
+// The latency path: a message that travels whole in one frame of at most
+// inject_size, on an open connection with nothing queued ahead. One pass over
+// the host's segments checks each and writes its table entry and its bytes
+// straight into the inject buffer; the general path below walks them four
+// times (validate, copy to a SegRef list, classify, encode). It sends only
+// what the general path would send the same way (every segment inline, the
+// frame within both sides' limits) and returns false, with nothing sent and
+// nothing changed, for anything else (errors included: the general path words
+// them).
+bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
+  if (!c->Open() || c->peer_closed || !c->txq.empty() || inject_size_ == 0) {
+    return false;
+  }
+  const uint32_t n = a.num_segments;
+  if (n > config_.max_segments || n > c->peer_limits.max_segments ||
+      a.header_len > max_header_ || a.header_len > c->peer_limits.max_header ||
+      (a.header_len > 0 && a.header == nullptr) ||
+      (n > 0 && (a.segments == nullptr ||
+                 a.segment_stride < FERRY_STRUCT_SIZE(ferry_segment_t, length)))) {
+    return false;
+  }
+  const uint64_t limit = std::min<uint64_t>(
+      inject_size_, std::min(eager_size_, c->peer_limits.eager_size));
+  const uint64_t inline_max = std::min(max_inline_, c->peer_limits.max_inline);
+  const uint64_t fixed = sizeof(wire::Msg) + uint64_t{n} * sizeof(wire::SegEntry) +
+                         a.header_len;
+  if (fixed > limit) return false;
+  char* const out = inject_scratch_.data();
+  char* entry = out + sizeof(wire::Msg);
+  char* data = out + fixed;
+  uint64_t room = limit - fixed;
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto* s = FERRY_ELEMENT_AT(const ferry_segment_t, a.segments,
+                                     a.segment_stride, i);
+    ferry_device_t device{FERRY_DEVICE_CPU, 0};
+    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device)) device = s->device;
+    if (s->length > room || s->length > inline_max || !IsHostMemory(device) ||
+        (s->length > 0 && s->data == nullptr)) {
+      return false;
+    }
+    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, mr) && s->mr != nullptr &&
+        reinterpret_cast<const HostMr*>(s->mr)->magic != HostMr::kMagic) {
+      return false;
+    }
+    wire::SegEntry e;
+    e.length = s->length;
+    e.device_type = device.type;
+    e.device_id = static_cast<uint16_t>(device.id);
+    e.mode = wire::kInline;
+    e.reserved = 0;
+    std::memcpy(entry, &e, sizeof e);
+    entry += sizeof e;
+    if (s->length > 0) std::memcpy(data, s->data, s->length);
+    data += s->length;
+    room -= s->length;
+  }
+  if (c->peer->Unreachable()) return false;
+  wire::Msg m;
+  m.head = wire::MakeHead(wire::kMsg, c->remote_id, c->next_seq);
+  m.op_id = 0;
+  m.header_len = static_cast<uint32_t>(a.header_len);
+  m.num_segments = static_cast<uint16_t>(n);
+  m.reserved = 0;
+  std::memcpy(out, &m, sizeof m);
+  if (a.header_len > 0) std::memcpy(entry, a.header, a.header_len);
+  const size_t size = static_cast<size_t>(data - out);
+  if (fi_inject(endpoint_->ep(), out, size, c->peer->addr) != 0) return false;
+  ++c->next_seq;
+  return true;
+}
+
 Status Context::Send(Conn* c, const ferry_send_args_t& a) {
+  if (TrySendSmall(c, a)) {
+    Emit(FERRY_EV_SEND_DONE, c, a.user_data);
+    return Status();
+  }
   if (c->close_called) {
     return Error(FERRY_FAILED_PRECONDITION,
                  "fabric: send() on a connection the host has closed");

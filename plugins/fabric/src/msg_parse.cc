@@ -1,0 +1,99 @@
+// ParseMsg: see msg_parse.h.
+#include "msg_parse.h"
+
+#include <cstring>
+
+namespace ferry_fabric {
+
+Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
+                RxMsg* m) {
+  auto bad = [&](const char* why) {
+    return Error(FERRY_DATA_LOSS,
+                 "fabric: malformed message from the peer (%s; %zu-byte frame)",
+                 why, len);
+  };
+  wire::Msg h;
+  if (!wire::Read(frame, len, &h)) return bad("shorter than its fixed part");
+  const size_t n = h.num_segments;
+  if (n > max_segments) return bad("too many segments");
+  size_t off = sizeof h;
+  if (len - off < n * sizeof(wire::SegEntry)) return bad("truncated segment table");
+  m->segs.resize(n);
+  m->bulk.resize(n);
+  m->has_rma = m->has_stream = false;
+  m->seq = h.head.aux;
+  m->sender_op = h.op_id;
+  if (h.op_id == 0) {
+    // No sender operation: every segment must be inline, so the header and
+    // each segment's bytes follow the table in order, and one pass checks
+    // and places them all (the common small message).
+    if (len - off - n * sizeof(wire::SegEntry) < h.header_len) {
+      return bad("truncated header");
+    }
+    size_t data = off + n * sizeof(wire::SegEntry) + h.header_len;
+    for (size_t i = 0; i < n; ++i) {
+      wire::SegEntry e;
+      std::memcpy(&e, frame + off + i * sizeof e, sizeof e);
+      if (e.mode != wire::kInline) {
+        return bad(e.mode == wire::kRma || e.mode == wire::kStream
+                       ? "large segments without a sender operation"
+                       : "unknown segment mode");
+      }
+      if (len - data < e.length) return bad("truncated inline segment");
+      ferry_arrival_segment_t& s = m->segs[i];
+      s.struct_size = sizeof(ferry_arrival_segment_t);
+      s.reserved = 0;
+      s.length = e.length;
+      s.device = ferry_device_t{e.device_type, e.device_id};
+      s.inline_data = frame + data;
+      m->bulk[i].mode = wire::kInline;
+      m->bulk[i].length = e.length;
+      data += e.length;
+    }
+    m->header = frame + off + n * sizeof(wire::SegEntry);
+    m->header_len = h.header_len;
+    return Status();
+  }
+  size_t remote = 0;
+  for (size_t i = 0; i < n; ++i) {
+    wire::SegEntry e;
+    std::memcpy(&e, frame + off + i * sizeof e, sizeof e);
+    ferry_arrival_segment_t& s = m->segs[i];
+    s.struct_size = sizeof(ferry_arrival_segment_t);
+    s.reserved = 0;
+    s.length = e.length;
+    s.device = ferry_device_t{e.device_type, e.device_id};
+    s.inline_data = nullptr;
+    m->bulk[i].mode = e.mode;
+    m->bulk[i].length = e.length;
+    if (e.mode == wire::kRma) {
+      ++remote;
+      m->has_rma = true;
+    } else if (e.mode == wire::kStream) {
+      m->has_stream = true;
+    } else if (e.mode != wire::kInline) {
+      return bad("unknown segment mode");
+    }
+  }
+  off += n * sizeof(wire::SegEntry);
+  if (m->has_rma && !rma) return bad("RMA segments, but this side has no RMA");
+  if (len - off < remote * sizeof(wire::RemoteEntry)) return bad("truncated RMA table");
+  for (size_t i = 0; i < n; ++i) {
+    if (m->bulk[i].mode != wire::kRma) continue;
+    std::memcpy(&m->bulk[i].remote, frame + off, sizeof(wire::RemoteEntry));
+    off += sizeof(wire::RemoteEntry);
+  }
+  if (len - off < h.header_len) return bad("truncated header");
+  m->header = frame + off;
+  m->header_len = h.header_len;
+  off += h.header_len;
+  for (size_t i = 0; i < n; ++i) {
+    if (m->bulk[i].mode != wire::kInline) continue;
+    if (len - off < m->segs[i].length) return bad("truncated inline segment");
+    m->segs[i].inline_data = frame + off;
+    off += m->segs[i].length;
+  }
+  return Status();
+}
+
+}  // namespace ferry_fabric

@@ -1,0 +1,25 @@
+// Parsing one MSG frame, as it came from the network: every count, length
+// and offset in it is checked against the frame before anything is read
+// through it. On its own (not a Context method) so that it can be tested with
+// hand-made frames (tests/msg_parse_test.cc).
+#pragma once
+
+#include "messages.h"
+#include "status.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ferry_fabric {
+
+// Fills m's header, segments (inline_data pointing into `frame`), bulk
+// descriptors, seq and sender_op from the `len`-byte MSG frame. A frame that
+// lies (more than max_segments segments, tables, header or inline bytes past
+// its end, an unknown segment mode, RMA segments when this side has no RMA
+// (`rma` false), large segments without a sender operation) is
+// FERRY_DATA_LOSS with the reason; m is then half-filled and must only be
+// released.
+Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
+                RxMsg* m);
+
+}  // namespace ferry_fabric
