@@ -98,9 +98,24 @@ ferry_status_t Conn::Send(const ferry_send_args_t& args, Status* error) {
   op->user_data = args.user_data;
   bool was_idle = tx_.Empty();
   tx_.PushBack(op);
+  if (state_ != State::kOpen || !was_idle || tx_blocked_) return FERRY_OK;
+  if (ctx_->config().busy_poll && write_epoch_ == ctx_->progress_epoch()) {
+    // Busy-poll mode, and this connection already wrote since the host's
+    // last progress(): a burst (replies to a batch of arrivals, calls
+    // posted back to back). This send and any that follow wait for the next
+    // progress(), which a spinning host makes within microseconds, and go
+    // out together in one sendmsg: on loopback each send() also runs the
+    // receiver's TCP processing, and a burst of RRef creations spent more
+    // than half its time there (docs/benchmarks/README.md, RRef). Only
+    // bursts wait: the first send after a progress() is written at once,
+    // so a lone message (a ping-pong, a call, its reply) never does.
+    ctx_->Cork(this);
+    return FERRY_OK;
+  }
   // The latency path: write now rather than waiting for progress(). The
   // completion is still only queued (never inline).
-  if (state_ == State::kOpen && was_idle && !tx_blocked_) FlushTx();
+  write_epoch_ = ctx_->progress_epoch();
+  FlushTx();
   return FERRY_OK;
 }
 
@@ -251,6 +266,7 @@ void Conn::FailOnEof() {
 void Conn::ReleaseSocket(bool drain) {
   if (fd_ < 0) return;
   ctx_->RemoveOpen(this);
+  if (corked) ctx_->Uncork(this);
   // Explicitly, not by close(): a forked child may share the socket, and
   // then close() would leave the registration (and this pointer) in epoll.
   ctx_->Unregister(fd_);
@@ -270,6 +286,13 @@ void Conn::ReleaseSocket(bool drain) {
 }
 
 // --- send side ---------------------------------------------------------------
+
+void Conn::FlushCorked() {
+  corked = false;
+  if (state_ != State::kOpen || tx_.Empty() || tx_blocked_) return;
+  write_epoch_ = ctx_->progress_epoch();
+  FlushTx();
+}
 
 void Conn::FlushTx() {
   TxQueue::FlushResult r =

@@ -76,9 +76,12 @@ class Conn final : public Pollable {
   void FailConnect(int err);
   void OnAcceptDelivered();
   int fd() const { return fd_; }
+  // Writes what Context::Cork held back (busy-poll mode, see Send).
+  void FlushCorked();
 
   // Context bookkeeping (owned by Context).
   bool scheduled = false;
+  bool corked = false;  // in Context::corked_: sends held for progress()
   size_t open_index = SIZE_MAX;
   size_t spun_index = SIZE_MAX;  // in Context::spun_: read directly, not in epoll
 
@@ -116,6 +119,7 @@ class Conn final : public Pollable {
   Status UnusableError(const char* what) const;
 
   Context* ctx_;
+  uint64_t write_epoch_ = 0;  // Context::progress_epoch() of the last direct write
   int fd_;
   State state_;
   std::string peer_;

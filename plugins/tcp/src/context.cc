@@ -155,6 +155,8 @@ ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   }
   if (!retired_.empty()) FreeRetired();
   events_.ForgetDelivered();
+  ++progress_epoch_;
+  if (!corked_.empty()) FlushCorked();
   PollSockets(/*events_queued=*/!events_.Empty());
   if (!ready_.empty()) RunReady();
   uint32_t n = events_.Empty() ? 0 : Deliver(args);
@@ -380,6 +382,26 @@ void Context::Schedule(Conn* conn) {
   if (conn->scheduled) return;
   conn->scheduled = true;
   ready_.push_back(conn);
+}
+
+void Context::Cork(Conn* conn) {
+  if (conn->corked) return;
+  conn->corked = true;
+  corked_.push_back(conn);
+}
+
+void Context::Uncork(Conn* conn) {
+  conn->corked = false;
+  corked_.erase(std::remove(corked_.begin(), corked_.end(), conn), corked_.end());
+}
+
+void Context::FlushCorked() {
+  // First, so that what waited is on the wire before this call reads.
+  std::vector<Conn*> corked;
+  corked.swap(corked_);
+  for (Conn* c : corked) c->FlushCorked();
+  corked.clear();
+  if (corked_.empty()) corked_.swap(corked);  // keep the capacity
 }
 
 void Context::AddOpen(Conn* conn) {

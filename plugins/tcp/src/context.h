@@ -88,6 +88,10 @@ class Context {
                  ferry_status_t status, std::string message);
   void Schedule(Conn* conn);
   void AddOpen(Conn* conn);
+  uint64_t progress_epoch() const { return progress_epoch_; }
+  void Cork(Conn* conn);
+  void Uncork(Conn* conn);
+  void FlushCorked();
   void RemoveOpen(Conn* conn);
   // close() on `conn`: queued arrivals the host has not seen are dropped and
   // a CONNECTED it has not seen completes with FERRY_CANCELLED (`cancelled`
@@ -146,6 +150,10 @@ class Context {
   // Busy-poll mode: up to kMaxSpinConns of open_, taken out of epoll and
   // read directly on every progress() (see AddOpen).
   std::vector<Conn*> spun_;
+  // Busy-poll mode: connections whose sends wait for the next progress()
+  // (Conn::Send), and which progress() that is.
+  std::vector<Conn*> corked_;
+  uint64_t progress_epoch_ = 1;
   std::vector<Conn*> retired_;  // FERRY_EV_CLOSED returned: free next time
 
   SendOpPool send_ops_;

@@ -225,6 +225,79 @@ TEST(TcpPlugin, BusyPollLargeMessageStreamsThroughFullSocketBuffers) {
   CloseLink(&client, &server, link);
 }
 
+TEST(TcpPlugin, BusyPollWritesALoneSendAtOnceAndABurstAtTheNextProgress) {
+  Endpoint client(FERRY_INIT_BUSY_POLL), server(FERRY_INIT_BUSY_POLL);
+  Link link = Connect(&client, &server);
+  client.PollOnce();  // a fresh progress(): the next send is the first since
+  ASSERT_TRUE(client.t().Send(link.client, SendArgs("lone", {}, Cookie(1))).ok());
+  // On the wire without another progress() by the client.
+  ASSERT_TRUE(PumpUntil({&server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  Event lone = server.Take(FERRY_EV_ARRIVAL);
+  EXPECT_EQ(lone.header, "lone");
+  ASSERT_TRUE(server.t().Discard(link.server, lone.msg_id).ok());
+
+  // A burst posted back to back: the first is written at once, the rest
+  // wait for the client's next progress() and go out together.
+  constexpr int kBurst = 100;
+  client.PollOnce();
+  for (int i = 0; i < kBurst; ++i) {
+    const std::string h = "burst " + std::to_string(i);
+    ASSERT_TRUE(client.t().Send(link.client, SendArgs(h, {}, Cookie(100 + i))).ok());
+  }
+  std::vector<std::string> got;
+  auto drain_server = [&] {
+    while (server.Has(FERRY_EV_ARRIVAL)) {
+      Event e = server.Take(FERRY_EV_ARRIVAL);
+      got.push_back(e.header);
+      EXPECT_TRUE(server.t().Discard(link.server, e.msg_id).ok());
+    }
+  };
+  ASSERT_TRUE(PumpUntil({&server}, [&] {
+    drain_server();
+    return !got.empty();
+  }));
+  PumpFor({&server}, std::chrono::milliseconds(100));
+  drain_server();
+  EXPECT_EQ(got, std::vector<std::string>{"burst 0"})
+      << "a send posted right after another went out before the next progress()";
+  // The client's next progress() sends the rest, in order.
+  ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
+    drain_server();
+    return got.size() == kBurst + 0u && client.Count(FERRY_EV_SEND_DONE) == kBurst + 1u;
+  }));
+  for (int i = 0; i < kBurst; ++i) EXPECT_EQ(got[i], "burst " + std::to_string(i));
+  EXPECT_EQ(client.Take(FERRY_EV_SEND_DONE).user_data, Cookie(1));
+  for (int i = 0; i < kBurst; ++i) {
+    EXPECT_EQ(client.Take(FERRY_EV_SEND_DONE).user_data, Cookie(100 + i));
+  }
+  CloseLink(&client, &server, link);
+}
+
+TEST(TcpPlugin, BusyPollCloseCancelsASendHeldForTheNextProgress) {
+  Endpoint client(FERRY_INIT_BUSY_POLL), server(FERRY_INIT_BUSY_POLL);
+  Link link = Connect(&client, &server);
+  client.PollOnce();
+  ASSERT_TRUE(client.t().Send(link.client, SendArgs("written", {}, Cookie(1))).ok());
+  ASSERT_TRUE(client.t().Send(link.client, SendArgs("held", {}, Cookie(2))).ok());
+  client.t().Close(link.client);  // before the progress() that would send it
+  ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
+    return client.Has(FERRY_EV_CLOSED) && client.Count(FERRY_EV_SEND_DONE) == 2;
+  }));
+  Event written = client.Take(FERRY_EV_SEND_DONE);
+  EXPECT_EQ(written.user_data, Cookie(1));
+  EXPECT_EQ(written.status, FERRY_OK);
+  Event held = client.Take(FERRY_EV_SEND_DONE);
+  EXPECT_EQ(held.user_data, Cookie(2));
+  EXPECT_EQ(held.status, FERRY_CANCELLED) << held.message;
+  // More progress after the connection was freed touches nothing of it
+  // (ASan: scripts/sanitize.sh address).
+  PumpFor({&client, &server}, std::chrono::milliseconds(20));
+  ASSERT_TRUE(PumpUntil({&server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  EXPECT_EQ(server.Take(FERRY_EV_ARRIVAL).header, "written");
+  server.t().Close(link.server);
+  ASSERT_TRUE(PumpUntil({&server}, [&] { return server.Has(FERRY_EV_CLOSED); }));
+}
+
 TEST(TcpPlugin, BusyPollServesConnectionsBeyondTheDirectlyReadOnes) {
   // Busy-poll mode reads its first 8 open connections directly and takes
   // them out of epoll; the rest stay in epoll. Messages in both directions
