@@ -3,6 +3,7 @@
 #include "address.h"
 #include "fi_error.h"
 #include "log.h"
+#include "stale_shm.h"
 #include "wire.h"
 
 #include <rdma/fi_domain.h>
@@ -80,6 +81,7 @@ Status Context::Init(const char* instance) {
   hmem_ = selection_.hmem;
 
   if (config_.cloexec_sweep) fd_sweeper_.Baseline();
+  RemoveStaleShmRegions();  // before any endpoint of this pid opens one
   endpoint_ = std::make_unique<Endpoint>();
   st = endpoint_->Open(info, /*want_wait_fd=*/!config_.busy_poll);
   if (!st.ok() && hmem_ && config_.hmem == Tristate::kAuto) {

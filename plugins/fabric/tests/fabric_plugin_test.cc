@@ -242,7 +242,8 @@ TEST_P(FabricProvider, RmaSenderAndFallbackReceiverAgreeOnMessages) {
   }
   Params p({{"provider", provider()}, {"rma", "off"}});
   Ctx without;
-  ASSERT_TRUE(with_rma->ok() && without.ok());
+  ASSERT_TRUE(with_rma->ok()) << with_rma->status().ToString();
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
   Link link;
   ASSERT_TRUE(Connect(&without, with_rma, &link));
   std::vector<uint8_t> data(5 * kMiB), got(5 * kMiB);
