@@ -154,6 +154,9 @@ class Context {
   RxMsg* NewRxMsg();
   void ReleaseRxMsg(RxMsg* m);
   void TryDeliver(Conn* c);
+  // Moves the messages that arrived ahead and are now next into c's ready
+  // queue, in order.
+  void TakeEarlyInOrder(Conn* c);
   // Hands `m` to the host as c's ARRIVAL (c holds nothing else).
   void DeliverArrival(Conn* c, RxMsg* m);
   void MaybeFinishPeerClose(Conn* c);

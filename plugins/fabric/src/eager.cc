@@ -209,27 +209,17 @@ bool Context::TrySendEagerNow(Conn* c, const ferry_send_args_t& a,
   return false;
 }
 
-// The latency path: a message that travels whole in one frame of at most
-// inject_size, on an open connection with nothing queued ahead. One pass over
-// the host's segments checks each and writes its table entry and its bytes
-// straight into the inject buffer; the general path below walks them four
-// times (validate, copy to a SegRef list, classify, encode). It sends only
-// what the general path would send the same way (every segment inline, the
-// frame within both sides' limits) and returns false, with nothing sent and
-// nothing changed, for anything else (errors included: the general path words
-// them).
+// The latency path, for a send() that ValidateSend accepted: a message that
+// travels whole in one frame of at most inject_size, on an open connection
+// with nothing queued ahead. One pass over the host's segments writes each
+// table entry and each segment's bytes straight into the inject buffer; the
+// general path below builds a SegRef list, classifies it and encodes it.
+// It sends only what the general path would send the same way (every
+// segment inline, the frame within both sides' limits) and returns false,
+// with nothing sent and nothing changed, for anything else.
 bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
-  if (!c->Open() || c->peer_closed || !c->txq.empty() || inject_size_ == 0) {
-    return false;
-  }
+  if (!c->Open() || !c->txq.empty() || inject_size_ == 0) return false;
   const uint32_t n = a.num_segments;
-  if (n > config_.max_segments || n > c->peer_limits.max_segments ||
-      a.header_len > max_header_ || a.header_len > c->peer_limits.max_header ||
-      (a.header_len > 0 && a.header == nullptr) ||
-      (n > 0 && (a.segments == nullptr ||
-                 a.segment_stride < FERRY_STRUCT_SIZE(ferry_segment_t, length)))) {
-    return false;
-  }
   const uint64_t limit = std::min<uint64_t>(
       inject_size_, std::min(eager_size_, c->peer_limits.eager_size));
   const uint64_t inline_max = std::min(max_inline_, c->peer_limits.max_inline);
@@ -245,12 +235,7 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
                                      a.segment_stride, i);
     ferry_device_t device{FERRY_DEVICE_CPU, 0};
     if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device)) device = s->device;
-    if (s->length > room || s->length > inline_max || !IsHostMemory(device) ||
-        (s->length > 0 && s->data == nullptr)) {
-      return false;
-    }
-    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, mr) && s->mr != nullptr &&
-        reinterpret_cast<const HostMr*>(s->mr)->magic != HostMr::kMagic) {
+    if (s->length > room || s->length > inline_max || !IsHostMemory(device)) {
       return false;
     }
     wire::SegEntry e;
@@ -281,10 +266,6 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
 }
 
 Status Context::Send(Conn* c, const ferry_send_args_t& a) {
-  if (TrySendSmall(c, a)) {
-    Emit(FERRY_EV_SEND_DONE, c, a.user_data);
-    return Status();
-  }
   if (c->close_called) {
     return Error(FERRY_FAILED_PRECONDITION,
                  "fabric: send() on a connection the host has closed");
@@ -303,6 +284,10 @@ Status Context::Send(Conn* c, const ferry_send_args_t& a) {
                  "fabric: %zu sends are already queued on this connection "
                  "(max_pending_sends); call progress() and send again",
                  c->txq.size());
+  }
+  if (TrySendSmall(c, a)) {
+    Emit(FERRY_EV_SEND_DONE, c, a.user_data);
+    return Status();
   }
   std::vector<SegRef>& segs = seg_scratch_;
   segs.clear();

@@ -4,6 +4,26 @@
 #include <cstring>
 
 namespace ferry_fabric {
+namespace {
+
+// Entry `i` of the segment table at `table`, copied into m's arrival
+// segment and bulk descriptor `i` (inline_data unset: the caller knows where
+// the bytes are).
+wire::SegEntry DescribeSegment(const char* table, size_t i, RxMsg* m) {
+  wire::SegEntry e;
+  std::memcpy(&e, table + i * sizeof e, sizeof e);
+  ferry_arrival_segment_t& s = m->segs[i];
+  s.struct_size = sizeof(ferry_arrival_segment_t);
+  s.reserved = 0;
+  s.length = e.length;
+  s.device = ferry_device_t{e.device_type, e.device_id};
+  s.inline_data = nullptr;
+  m->bulk[i].mode = e.mode;
+  m->bulk[i].length = e.length;
+  return e;
+}
+
+}  // namespace
 
 Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
                 RxMsg* m) {
@@ -32,22 +52,14 @@ Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
     }
     size_t data = off + n * sizeof(wire::SegEntry) + h.header_len;
     for (size_t i = 0; i < n; ++i) {
-      wire::SegEntry e;
-      std::memcpy(&e, frame + off + i * sizeof e, sizeof e);
+      const wire::SegEntry e = DescribeSegment(frame + off, i, m);
       if (e.mode != wire::kInline) {
         return bad(e.mode == wire::kRma || e.mode == wire::kStream
                        ? "large segments without a sender operation"
                        : "unknown segment mode");
       }
       if (len - data < e.length) return bad("truncated inline segment");
-      ferry_arrival_segment_t& s = m->segs[i];
-      s.struct_size = sizeof(ferry_arrival_segment_t);
-      s.reserved = 0;
-      s.length = e.length;
-      s.device = ferry_device_t{e.device_type, e.device_id};
-      s.inline_data = frame + data;
-      m->bulk[i].mode = wire::kInline;
-      m->bulk[i].length = e.length;
+      m->segs[i].inline_data = frame + data;
       data += e.length;
     }
     m->header = frame + off + n * sizeof(wire::SegEntry);
@@ -56,16 +68,7 @@ Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
   }
   size_t remote = 0;
   for (size_t i = 0; i < n; ++i) {
-    wire::SegEntry e;
-    std::memcpy(&e, frame + off + i * sizeof e, sizeof e);
-    ferry_arrival_segment_t& s = m->segs[i];
-    s.struct_size = sizeof(ferry_arrival_segment_t);
-    s.reserved = 0;
-    s.length = e.length;
-    s.device = ferry_device_t{e.device_type, e.device_id};
-    s.inline_data = nullptr;
-    m->bulk[i].mode = e.mode;
-    m->bulk[i].length = e.length;
+    const wire::SegEntry e = DescribeSegment(frame + off, i, m);
     if (e.mode == wire::kRma) {
       ++remote;
       m->has_rma = true;

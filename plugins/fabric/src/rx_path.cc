@@ -113,37 +113,34 @@ bool Context::OnMsg(RxBuf* b, size_t len) {
     Break(c, FERRY_DATA_LOSS, st.message);
     return false;
   }
-  if (ahead == 0 && c->ready.empty() && c->held == nullptr &&
+  if (ahead > 0) {
+    c->early.emplace(seq, m);
+    TryDeliver(c);
+    return keep;
+  }
+  ++c->expected_seq;
+  if (c->ready.empty() && c->held == nullptr &&
       c->state != Conn::State::kConnecting) {
     // The usual case (in order, nothing waiting before it): delivered now,
     // without a trip through the ready queue.
-    ++c->expected_seq;
     DeliverArrival(c, m);
-    if (!c->early.empty()) {
-      for (auto it = c->early.find(c->expected_seq); it != c->early.end();
-           it = c->early.find(c->expected_seq)) {
-        c->ready.push_back(it->second);
-        c->early.erase(it);
-        ++c->expected_seq;
-      }
-    }
+    TakeEarlyInOrder(c);
     MaybeFinishPeerClose(c);
-    return keep;
-  }
-  if (ahead == 0) {
-    c->ready.push_back(m);
-    ++c->expected_seq;
-    for (auto it = c->early.find(c->expected_seq); it != c->early.end();
-         it = c->early.find(c->expected_seq)) {
-      c->ready.push_back(it->second);
-      c->early.erase(it);
-      ++c->expected_seq;
-    }
   } else {
-    c->early.emplace(seq, m);
+    c->ready.push_back(m);
+    TakeEarlyInOrder(c);
+    TryDeliver(c);
   }
-  TryDeliver(c);
   return keep;
+}
+
+void Context::TakeEarlyInOrder(Conn* c) {
+  for (auto it = c->early.find(c->expected_seq); it != c->early.end();
+       it = c->early.find(c->expected_seq)) {
+    c->ready.push_back(it->second);
+    c->early.erase(it);
+    ++c->expected_seq;
+  }
 }
 
 RxMsg* Context::NewRxMsg() {

@@ -91,7 +91,6 @@ class Context {
   uint64_t progress_epoch() const { return progress_epoch_; }
   void Cork(Conn* conn);
   void Uncork(Conn* conn);
-  void FlushCorked();
   void RemoveOpen(Conn* conn);
   // close() on `conn`: queued arrivals the host has not seen are dropped and
   // a CONNECTED it has not seen completes with FERRY_CANCELLED (`cancelled`
@@ -112,6 +111,7 @@ class Context {
   bool Register(int fd, uint32_t events, Pollable* target, Status* err);
   void PollSockets(bool events_queued);
   void RunReady();
+  void FlushCorked();  // first in progress(): writes what Cork held back
   uint32_t Deliver(ferry_progress_args_t* args);
   // Makes the wakeup fd readable if there is work and it is not already.
   void UpdateWakeup();
