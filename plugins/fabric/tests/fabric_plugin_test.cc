@@ -257,6 +257,44 @@ TEST_P(FabricProvider, RmaSenderAndFallbackReceiverAgreeOnMessages) {
   delete with_rma;
 }
 
+// A larger eager_size than the default, with a 16 KiB segment sent inline:
+// the frame is over 16 KiB, above ofi_rxm's own eager limit
+// (FI_OFI_RXM_BUFFER_SIZE), so rxm moves it by segmentation or rendezvous
+// inside the provider. Such a send completes before its last bytes have
+// left: they go out on later progress() calls, which PumpUntil keeps making
+// on both sides, as the core's progress loop does.
+TEST_P(FabricProvider, InlineSegmentInAnEagerFrameAboveSixteenKiBArrives) {
+  Params p({{"provider", provider()},
+            {"eager_size", "32768"},
+            {"max_inline_size", "16384"}});
+  Ctx a, b;
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
+  Link link;
+  ASSERT_TRUE(Connect(&a, &b, &link));
+  for (uint64_t size : {uint64_t{16384}, uint64_t{16384 - 200}, uint64_t{9000}}) {
+    std::vector<uint8_t> data(size), got(size);
+    Fill(data.data(), data.size(), size);
+    ASSERT_TRUE(SendMessage(&b, link.client, "h", {{data.data(), data.size()}},
+                            Cookie(size)).ok());
+    ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); },
+                          std::chrono::seconds(10)))
+        << size << "-byte segment: no arrival within 10 s ("
+        << a.t().description() << ")";
+    Event arrival;
+    ASSERT_EQ(PlaceNext(&a, &b, link.server, {{got.data(), got.size()}}, &arrival),
+              FERRY_OK);
+    ASSERT_EQ(arrival.segments.size(), 1u);
+    ASSERT_EQ(arrival.segments[0].length, size);
+    if (arrival.segments[0].is_inline) {  // place() leaves inline bytes to the host
+      std::memcpy(got.data(), arrival.segments[0].bytes.data(), size);
+    }
+    EXPECT_EQ(std::memcmp(data.data(), got.data(), size), 0) << size;
+    ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_SEND_DONE, link.client); }));
+    EXPECT_EQ(b.Take(FERRY_EV_SEND_DONE, link.client).status, FERRY_OK);
+  }
+  CloseLink(&a, &b, link);
+}
+
 // --- registration and mr_mode ------------------------------------------------------
 
 // Host registrations (the core's buffer pools) on both sides, with the
