@@ -140,22 +140,15 @@ size_t Context::FrameSize(const std::vector<SegRef>& segs, size_t header_len,
 void Context::EncodeMsg(Conn* c, char* out, uint64_t op_id, const char* header,
                         size_t header_len, const std::vector<SegRef>& segs,
                         const std::vector<wire::RemoteEntry>& remote) {
-  wire::Msg m;
-  m.head = wire::MakeHead(wire::kMsg, c->remote_id, c->next_seq);
-  m.op_id = op_id;
-  m.header_len = static_cast<uint32_t>(header_len);
-  m.num_segments = static_cast<uint16_t>(segs.size());
-  m.reserved = 0;
+  const wire::Msg m = wire::MakeMsg(c->remote_id, c->next_seq, op_id,
+                                    static_cast<uint32_t>(header_len),
+                                    static_cast<uint16_t>(segs.size()));
   char* p = out;
   std::memcpy(p, &m, sizeof m);
   p += sizeof m;
   for (const SegRef& s : segs) {
-    wire::SegEntry e;
-    e.length = s.length;
-    e.device_type = s.device.type;
-    e.device_id = static_cast<uint16_t>(s.device.id);
-    e.mode = s.mode;
-    e.reserved = 0;
+    const wire::SegEntry e = wire::MakeSegEntry(
+        s.length, s.device.type, static_cast<uint16_t>(s.device.id), s.mode);
     std::memcpy(p, &e, sizeof e);
     p += sizeof e;
   }
@@ -238,12 +231,8 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
     if (s->length > room || s->length > inline_max || !IsHostMemory(device)) {
       return false;
     }
-    wire::SegEntry e;
-    e.length = s->length;
-    e.device_type = device.type;
-    e.device_id = static_cast<uint16_t>(device.id);
-    e.mode = wire::kInline;
-    e.reserved = 0;
+    const wire::SegEntry e = wire::MakeSegEntry(
+        s->length, device.type, static_cast<uint16_t>(device.id), wire::kInline);
     std::memcpy(entry, &e, sizeof e);
     entry += sizeof e;
     if (s->length > 0) std::memcpy(data, s->data, s->length);
@@ -251,12 +240,9 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
     room -= s->length;
   }
   if (c->peer->Unreachable()) return false;
-  wire::Msg m;
-  m.head = wire::MakeHead(wire::kMsg, c->remote_id, c->next_seq);
-  m.op_id = 0;
-  m.header_len = static_cast<uint32_t>(a.header_len);
-  m.num_segments = static_cast<uint16_t>(n);
-  m.reserved = 0;
+  const wire::Msg m = wire::MakeMsg(c->remote_id, c->next_seq, /*op_id=*/0,
+                                    static_cast<uint32_t>(a.header_len),
+                                    static_cast<uint16_t>(n));
   std::memcpy(out, &m, sizeof m);
   if (a.header_len > 0) std::memcpy(entry, a.header, a.header_len);
   const size_t size = static_cast<size_t>(data - out);

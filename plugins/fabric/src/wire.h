@@ -165,6 +165,30 @@ inline Head MakeHead(Type type, uint64_t dst, uint32_t aux = 0) {
   return h;
 }
 
+// A MSG frame's fixed part: `seq` on connection `dst`; op_id 0 when every
+// segment is inline.
+inline Msg MakeMsg(uint64_t dst, uint32_t seq, uint64_t op_id, uint32_t header_len,
+                   uint16_t num_segments) {
+  Msg m;
+  m.head = MakeHead(kMsg, dst, seq);
+  m.op_id = op_id;
+  m.header_len = header_len;
+  m.num_segments = num_segments;
+  m.reserved = 0;
+  return m;
+}
+
+inline SegEntry MakeSegEntry(uint64_t length, int32_t device_type,
+                             uint16_t device_id, uint8_t mode) {
+  SegEntry e;
+  e.length = length;
+  e.device_type = device_type;
+  e.device_id = device_id;
+  e.mode = mode;
+  e.reserved = 0;
+  return e;
+}
+
 // Copies a struct out of a received frame (alignment-safe). False when the
 // frame is too short.
 template <typename T>
