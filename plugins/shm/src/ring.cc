@@ -13,6 +13,7 @@ void RingWriter::Init(uint8_t* ring, uint64_t size, ConsumerLine* consumer) {
   consumer_ = consumer;
   head_ = 0;
   tail_cache_ = 0;
+  next_wrap_check_ = kHotBytes;
   // Position 0's seq must not read as 0 before the first record.
   StoreRelease(&At(0)->seq, kNoRecord);
 }
@@ -47,10 +48,29 @@ void RingWriter::Publish(uint64_t span, uint32_t len, uint16_t kind) {
   head_ += span;
 }
 
+bool RingWriter::WrapEarly(uint64_t span, uint64_t to_end) {
+  // Looked at once per kHotBytes written, so a ring that stays busy costs
+  // one read of the consumer's line per kHotBytes, not one per record.
+  if (head_ < next_wrap_check_) return false;
+  next_wrap_check_ = head_ + kHotBytes;
+  if (tail_cache_ != head_) {
+    const uint64_t tail = LoadAcquire(&consumer_->tail);
+    if (tail != head_) return false;  // records in flight (a bad value is Free's to report)
+    tail_cache_ = tail;
+  }
+  // Drained, so Free(to_end + span + kRecordAlign) reduces to this: the
+  // record fits in what lies before head_, with the next record's header.
+  return to_end + span + kRecordAlign <= size_;
+}
+
 uint8_t* RingWriter::Reserve(uint64_t body_len, Status* st) {
   const uint64_t span = RecordSpan(body_len);
-  const uint64_t to_end = size_ - (head_ & mask_);
-  if (span > to_end) {
+  const uint64_t offset = head_ & mask_;
+  const uint64_t to_end = size_ - offset;
+  if (offset >= kHotBytes && WrapEarly(span, to_end)) {
+    Publish(to_end, static_cast<uint32_t>(to_end - sizeof(RecordHeader)), kRecordPad);
+    next_wrap_check_ = head_ + kHotBytes;
+  } else if (span > to_end) {
     // Pad to the end first; it needs room for itself and for the record.
     if (!Free(to_end + span + kRecordAlign, st)) return nullptr;
     Publish(to_end, static_cast<uint32_t>(to_end - sizeof(RecordHeader)),

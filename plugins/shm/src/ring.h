@@ -13,12 +13,23 @@
 
 namespace ferry_shm {
 
+// Traffic that never backs up (request/response, a ping-pong) goes back to
+// offset 0 whenever the consumer has drained the ring and the writer is at
+// least this far in. Its records then cycle through four pages that stay in
+// both processes' caches and TLBs instead of walking the whole ring: on this
+// VM, walking a 2 MiB ring put a 64-byte round trip's p99 at 3x its median
+// (a new page every 32 records); a 64 KiB ring's was under 2x. Untouched
+// pages are never even allocated. A ring that holds records (streaming, a
+// slow receiver) fills as before.
+constexpr uint64_t kHotBytes = 16 << 10;
+
 class RingWriter {
  public:
   void Init(uint8_t* ring, uint64_t size, ConsumerLine* consumer);
 
   // Space for a record of `body_len` bytes (<= size / 4), writing a pad
-  // record first if the record would cross the end of the ring. Returns
+  // record first if the record would cross the end of the ring, or to go
+  // back to offset 0 of a drained ring (kHotBytes). Returns
   // the body to fill, or nullptr when the ring has no room now, or when
   // *st was set (the consumer's tail is impossible: a corrupt ring).
   uint8_t* Reserve(uint64_t body_len, Status* st);
@@ -36,6 +47,9 @@ class RingWriter {
   }
   // True when `need` bytes from head_ are free (plus the next record's seq).
   bool Free(uint64_t need, Status* st);
+  // True when the record should go to offset 0 now, behind a pad: head_ is
+  // at least kHotBytes into the ring and the consumer has taken everything.
+  bool WrapEarly(uint64_t span, uint64_t to_end);
   void Publish(uint64_t span, uint32_t len, uint16_t kind);
 
   uint8_t* ring_ = nullptr;
@@ -44,6 +58,7 @@ class RingWriter {
   uint64_t head_ = 0;        // next record's position
   uint64_t tail_cache_ = 0;  // the consumer's tail, as last read
   uint64_t reserved_len_ = 0;
+  uint64_t next_wrap_check_ = 0;  // head_ at which WrapEarly looks again
 };
 
 // A validated record at the reader's tail.

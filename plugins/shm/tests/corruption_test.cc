@@ -15,14 +15,6 @@ using namespace ferry_shm;
 
 class CorruptionTest : public ShmTest {
  protected:
-  // The segment a (the connector) sends through.
-  SegmentControl* ConnectorSegment() {
-    for (void* m : ShmMappings()) {
-      auto* s = static_cast<SegmentControl*>(m);
-      if (s->header.magic == kSegmentMagic && s->header.role == kRoleConnector) return s;
-    }
-    return nullptr;
-  }
   // Publishes a record the way a producer does, at the consumer's tail.
   static uint64_t Inject(SegmentControl* s, uint64_t pos, uint16_t kind, uint32_t len,
                          const void* body, size_t body_len) {

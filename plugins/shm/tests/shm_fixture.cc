@@ -7,6 +7,17 @@
 
 namespace ferry_shm_test {
 
+ferry_shm::SegmentControl* ShmTest::ConnectorSegment() {
+  for (void* m : ShmMappings()) {
+    auto* s = static_cast<ferry_shm::SegmentControl*>(m);
+    if (s->header.magic == ferry_shm::kSegmentMagic &&
+        s->header.role == ferry_shm::kRoleConnector) {
+      return s;
+    }
+  }
+  return nullptr;
+}
+
 void ShmTest::SetUp() {
   char tmpl[] = "/tmp/ferry-shm-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -4,6 +4,7 @@
 // contexts in this process when a test wants one.
 #pragma once
 
+#include "shm_layout.h"
 #include "shm_test_util.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +33,10 @@ class ShmTest : public ::testing::Test {
   bool MakePair(Pair* p, uint32_t flags = 0);
   // Closes both ends and waits for their CLOSED.
   void ClosePair(Pair* p);
+
+  // The shared segment a pair's connector sends through, as this process
+  // maps it (shm_layout.h), or nullptr.
+  static ferry_shm::SegmentControl* ConnectorSegment();
 
   // Spawns the helper peer with the test's socket directory.
   std::unique_ptr<Child> SpawnPeer(const std::vector<std::string>& args,
