@@ -20,6 +20,7 @@ struct WireHeader {
   uint64_t length;
 };
 constexpr uint64_t kAckSeq = ~0ull;  // the streaming test's acknowledgement
+constexpr uint64_t kEndSeq = ~1ull;  // EndRun's mark
 constexpr ferry_device_t kCpu = {FERRY_DEVICE_CPU, 0};
 
 using Clock = std::chrono::steady_clock;
@@ -446,6 +447,26 @@ Status FerryPingPong::StreamSink(uint64_t size, uint32_t count,
   if (!st.ok()) return st;
   // Header-only acknowledgement: every byte has landed.
   return SendRetrying(kAckSeq, nullptr, 0, nullptr);
+}
+
+Status FerryPingPong::EndRun() {
+  Status st = SendRetrying(kEndSeq, nullptr, 0, nullptr);
+  if (st.ok()) st = WaitSendsDone();
+  return st;
+}
+
+Status FerryPingPong::Flush() {
+  Arrival mark;
+  Status st = WaitArrival(&mark);  // progress() all along: the last echo leaves
+  if (!st.ok()) return st;
+  if (mark.seq != kEndSeq || mark.num_segments != 0) {
+    return Status(FERRY_DATA_LOSS,
+                  "ferry: expected the client's end-of-run mark, got message #" +
+                      std::to_string(mark.seq));
+  }
+  st = transport_->Discard(conn_, mark.msg_id);
+  if (st.ok()) st = WaitSendsDone();
+  return st;
 }
 
 }  // namespace ferry::bench

@@ -151,6 +151,7 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
       Accumulator& a = sides[Nth(index, round, k, n)];
       if (a.impl == nullptr) continue;  // --only, or a batch reference
       Status st = RoundTrips(p, ItersInRound(p, round), buffers, &a);
+      if (st.ok()) st = a.impl->EndRun();
       if (!st.ok()) return st;
     }
     if (round != BatchRound(p)) continue;
@@ -168,6 +169,7 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
       Accumulator& a = sides[Nth(index, rep, k, n)];
       if (a.impl == nullptr) continue;
       Status st = Burst(p, window, rep > 0, &a);
+      if (st.ok()) st = a.impl->EndRun();
       if (!st.ok()) return st;
     }
   }

@@ -62,6 +62,10 @@ class PingPongClient {
   // Sends `count` messages of `size` bytes with at most `window` in flight,
   // then returns when the peer's acknowledgement of the last one arrived.
   virtual Status Stream(uint64_t size, uint32_t count, uint32_t window) = 0;
+  // Untimed, after each run of round trips and each stream: tells the
+  // server that the last echo (or the stream's acknowledgement) is in, for
+  // an implementation whose server cannot know that by itself (see Flush).
+  virtual Status EndRun() { return Status(); }
   virtual LoopCounters counters() const = 0;
 };
 
@@ -76,7 +80,10 @@ class PingPongServer {
   virtual Status StreamSink(uint64_t size, uint32_t count, uint32_t window) = 0;
   // Returns once everything posted has left: a transport may move bytes only
   // inside progress(), so the echoing side must keep driving it after its
-  // last reply before it turns to the other implementation.
+  // last reply before it turns to the other implementation. Where a send
+  // can complete before its bytes have left (libfabric's ofi_rxm completes
+  // a message larger than its buffers that way), only the client knows:
+  // then Flush waits for the client's EndRun, driving the transport.
   virtual Status Flush() = 0;
 };
 
