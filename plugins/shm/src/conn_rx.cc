@@ -48,7 +48,10 @@ bool Conn::StepRx(EventSink* sink, Status* st) {
     }
     if (arrivals_stopped_ || sink->full()) return worked;
     RecordView v;
-    if (!reader_.Peek(&v, st)) {
+    bool freed = false;
+    const bool got = reader_.Peek(&v, st, &freed);
+    if (freed) bell_.RingIfAsleep();  // a skipped pad's space
+    if (!got) {
       if (st->ok() && peer_gone_) {
         // Everything the peer finished sending has been delivered.
         StopArrivals(sink);
@@ -229,7 +232,10 @@ Status Conn::Place(const ferry_place_args_t* a) {
     if (s.mode == kSegRing && ring_seg_ == n) ring_seg_ = i;
   }
   // The header and inline bytes are no longer needed: free the record.
+  // The producer may be waiting for exactly this space (a record behind an
+  // early wrap's pad has little room after it: ring.h), so it is told.
   reader_.Consume(held_);
+  bell_.RingIfAsleep();
   rx_ = Rx::kPlacing;
   place_user_data_ = user_data;
   msg_status_ = Status();
@@ -257,11 +263,11 @@ Status Conn::Discard(uint64_t msg_id) {
     // The common case (an all-inline message): done here, no event.
     ++msgs_done_;
     StoreRelease(&rx_seg_.control()->consumer.msgs_done, msgs_done_);
-    bell_.RingIfAsleep();
     rx_ = Rx::kIdle;
   } else {
     rx_ = Rx::kSkipping;
   }
+  bell_.RingIfAsleep();  // the record's space, and msgs_done
   ctx_->Kick();
   return Status();
 }
@@ -275,7 +281,7 @@ bool Conn::ContinueMessage(EventSink* sink, Status* st, bool* worked) {
   bool consumed = false;
   while (ring_left_ > 0 && budget > 0) {
     RecordView v;
-    if (!reader_.Peek(&v, st)) {
+    if (!reader_.Peek(&v, st, &consumed)) {
       if (!st->ok()) return false;
       if (!peer_gone_) break;
       // The rest of the message will never come.

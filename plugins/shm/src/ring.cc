@@ -108,7 +108,7 @@ uint64_t RingReader::LoadSeq(uint64_t pos) const {
   return LoadAcquire(&h->seq);
 }
 
-bool RingReader::Peek(RecordView* view, Status* st) {
+bool RingReader::Peek(RecordView* view, Status* st, bool* freed) {
   for (;;) {
     const uint64_t off = tail_ & mask_;
     const auto* h = reinterpret_cast<const RecordHeader*>(ring_ + off);
@@ -134,6 +134,7 @@ bool RingReader::Peek(RecordView* view, Status* st) {
       }
       tail_ += size_ - off;
       StoreRelease(&consumer_->tail, tail_);
+      *freed = true;
       continue;
     }
     if (kind != kRecordMsg && kind != kRecordChunk) {

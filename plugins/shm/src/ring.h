@@ -75,7 +75,9 @@ class RingReader {
 
   // The record at the tail, pad records skipped. False when none is
   // published yet, or when *st was set (a corrupt record: DATA_LOSS).
-  bool Peek(RecordView* view, Status* st);
+  // Skipping a pad frees ring space: *freed is set then (it is left alone
+  // otherwise), so the caller can tell a producer that may be waiting.
+  bool Peek(RecordView* view, Status* st, bool* freed);
   // Consumes the record Peek() returned and publishes the new tail.
   void Consume(const RecordView& view);
   // A record (maybe a pad) is published at the tail.

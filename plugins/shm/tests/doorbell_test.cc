@@ -84,6 +84,54 @@ TEST_F(DoorbellTest, SleepingSenderWakesWhenThePeerFreesRingSpace) {
   ClosePair(&p);
 }
 
+TEST_F(DoorbellTest, SleepingSenderWakesWhenThePeerFreesAnEarlyWrapsPad) {
+  // After request/response traffic the writer goes back to offset 0 of a
+  // drained ring behind a pad that covers the rest of it (ring.h, early
+  // wrap), so a large message's record then has little room behind it and
+  // its first chunk waits for the pad and the record to be consumed. Both
+  // free space the sleeping sender needs: the consumer must ring for them
+  // as it does for chunks.
+  SetParam("spin_us", "0");
+  SetParam("cma", "0");
+  SetParam("ring_size", "1M");
+  Pair p;
+  ASSERT_TRUE(MakePair(&p));
+  ferry_shm::SegmentControl* seg = ConnectorSegment();
+  ASSERT_NE(seg, nullptr);
+  const uint64_t mask = seg->header.ring_size - 1;
+  // Small messages one at a time until a's ring position is past 16 KiB,
+  // every one consumed: the next record goes to offset 0 behind a pad.
+  const char small[64] = "small";
+  for (int i = 0; (__atomic_load_n(&seg->consumer.tail, __ATOMIC_ACQUIRE) & mask) < (16u << 10);
+       ++i) {
+    ASSERT_LT(i, 1000) << "the ring position never passed 16 KiB";
+    ASSERT_TRUE(p.a->Send(p.client, "s", {{small, sizeof small}}).ok());
+    Ev arrival;
+    ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
+                          [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+    ASSERT_TRUE(p.b->t()->Discard(p.server, arrival.msg_id).ok());
+  }
+  std::vector<unsigned char> big(1u << 20), in(1u << 20);
+  FillPattern(big.data(), big.size(), 11);
+  ASSERT_TRUE(p.a->Send(p.client, "big", {{big.data(), big.size()}}).ok());
+  // a wrote the record and waits for room for the first chunk: let it sleep.
+  ASSERT_TRUE(PumpUntil({p.a.get()}, [&] { return !Readable(p.a->wakeup_fd(), 0); }));
+  Ev arrival;
+  ASSERT_TRUE(PumpUntil({p.b.get()}, [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
+  p.b->Poll();  // no chunk yet: a has been waiting for the space just freed
+  EXPECT_TRUE(Readable(p.a->wakeup_fd(), 10000))
+      << "the sender waiting behind an early wrap's pad was not woken";
+  Ev placed, done;
+  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
+    return (placed.type || p.b->Take(FERRY_EV_PLACE_DONE, &placed)) &&
+           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+  }));
+  EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
+  EXPECT_EQ(PatternMismatch(in.data(), in.size(), 11), -1);
+  ClosePair(&p);
+}
+
 TEST_F(DoorbellTest, BusyPollKeepsTheWakeupFdReadable) {
   // Busy-poll: the host spins, nothing is ever armed, and a host that waits
   // on the fd anyway must not block.
