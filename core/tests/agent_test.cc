@@ -208,23 +208,26 @@ TEST_F(AgentTest, HandlerThatNeverAnswersTimesOut) {
 // and a call whose deadline comes after one that was answered early, must
 // still expire on time.
 TEST_F(AgentTest, EachCallExpiresAtItsOwnDeadlineAmongManyPending) {
-  auto w1 = Join("w1");
-  RegisterEcho(*w1);
+  // Declared before the worker, so they outlive every handler call.
   std::vector<ferry::Call> held;
   std::mutex mu;
+  auto w1 = Join("w1");
+  RegisterEcho(*w1);
   w1->Register("hold", [&](ferry::Call& call, ferry::Message) {
     std::lock_guard<std::mutex> l(mu);
     held.push_back(std::move(call));
   });
+  // Answered at once, so its deadline (the earliest) passes with nothing
+  // due. Sent first: behind the 500 calls below it could miss its own
+  // deadline on a slow machine (under ASan, with the CPUs shared).
+  ferry::Future early = seed_->RpcAsync("w1", "echo", ferry::Payload("x"), 300ms);
   std::vector<ferry::Future> long_calls;
   for (int i = 0; i < 500; ++i) {
     long_calls.push_back(seed_->RpcAsync("w1", "hold", ferry::Payload(), 60000ms));
   }
-  // Answered at once, so its deadline (the earliest) passes with nothing due.
-  ferry::Future early = seed_->RpcAsync("w1", "echo", ferry::Payload("x"), 200ms);
-  ferry::Future short_call = seed_->RpcAsync("w1", "hold", ferry::Payload(), 600ms);
+  ferry::Future short_call = seed_->RpcAsync("w1", "hold", ferry::Payload(), 900ms);
   EXPECT_EQ(early.Get().bytes(), "x");
-  ASSERT_TRUE(short_call.Wait(5000ms)) << "a 600 ms call was still pending after 5 s";
+  ASSERT_TRUE(short_call.Wait(5000ms)) << "a 900 ms call was still pending after 5 s";
   try {
     short_call.Get();
     FAIL() << "a call nobody answers succeeded";
