@@ -21,6 +21,17 @@ struct Status {
   bool ok() const { return code == FERRY_OK; }
 };
 
+// For the hot host calls (send, place, discard, progress), which return a
+// bare code and fill the caller's Status only when they fail: the code of
+// `st`, moved into *out only when it is an error, so a successful call moves
+// no std::string. `return Report(error, Error(...));`, or with a callee's
+// Status, `return Report(error, std::move(st));`.
+inline ferry_status_t Report(Status* out, Status&& st) {
+  const ferry_status_t code = st.code;
+  if (code != FERRY_OK) *out = std::move(st);
+  return code;
+}
+
 // printf into a std::string (used on error and set-up paths only).
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -35,17 +35,6 @@ Conn* ToConn(ferry_conn_t* h) {
   return c != nullptr && c->magic == Conn::kMagic ? c : nullptr;
 }
 
-// For the hot entries (GuardedCode): the code of `st`, moved into *error
-// only when it failed, so a successful call moves no Status (a Status
-// returned through Guarded's lambda is moved once per call: a string copy).
-ferry_status_t Settle(Status* error, Status& st) {
-  if (st.ok()) return FERRY_OK;
-  const ferry_status_t code = st.code;
-  *error = std::move(st);
-  return code;
-}
-ferry_status_t Settle(Status* error, Status&& st) { return Settle(error, st); }
-
 Listener* ToListener(ferry_listener_t* h) {
   auto* l = reinterpret_cast<Listener*>(h);
   return l != nullptr && l->magic == Listener::kMagic ? l : nullptr;
@@ -95,13 +84,13 @@ ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
     Context* ctx = ToContext(handle);
     if (ctx == nullptr || args == nullptr ||
         args->struct_size < FERRY_STRUCT_SIZE(ferry_progress_args_t, num_events)) {
-      return Settle(error, Error(FERRY_INVALID_ARGUMENT,
+      return Report(error, Error(FERRY_INVALID_ARGUMENT,
                                  "fabric: progress() needs a context and progress args"));
     }
     std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Status st = ctx->Progress(args);
     if (!st.ok()) FAB_LOG(FERRY_LOG_ERROR, "%s", st.message.c_str());
-    return Settle(error, st);
+    return Report(error, std::move(st));
   });
 }
 
@@ -169,13 +158,13 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
                     ferry_error_buf_t* err) {
   return GuardedCode("send", err, [&](Status* error) {
     Conn* conn = ToConn(handle);
-    if (conn == nullptr) return Settle(error, BadHandle("send", "connection"));
-    if (!ArgsOk(args)) return Settle(error, BadArgs("send", args));
+    if (conn == nullptr) return Report(error, BadHandle("send", "connection"));
+    if (!ArgsOk(args)) return Report(error, BadArgs("send", args));
     Context* ctx = conn->ctx;
     std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Status st = ctx->Send(conn, *args);
     ctx->AfterHostCall();
-    return Settle(error, st);
+    return Report(error, std::move(st));
   });
 }
 
@@ -183,13 +172,13 @@ ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
                      ferry_error_buf_t* err) {
   return GuardedCode("place", err, [&](Status* error) {
     Conn* conn = ToConn(handle);
-    if (conn == nullptr) return Settle(error, BadHandle("place", "connection"));
-    if (!ArgsOk(args)) return Settle(error, BadArgs("place", args));
+    if (conn == nullptr) return Report(error, BadHandle("place", "connection"));
+    if (!ArgsOk(args)) return Report(error, BadArgs("place", args));
     Context* ctx = conn->ctx;
     std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Status st = ctx->Place(conn, *args);
     ctx->AfterHostCall();
-    return Settle(error, st);
+    return Report(error, std::move(st));
   });
 }
 
@@ -197,12 +186,12 @@ ferry_status_t Discard(ferry_conn_t* handle, uint64_t msg_id,
                        ferry_error_buf_t* err) {
   return GuardedCode("discard", err, [&](Status* error) {
     Conn* conn = ToConn(handle);
-    if (conn == nullptr) return Settle(error, BadHandle("discard", "connection"));
+    if (conn == nullptr) return Report(error, BadHandle("discard", "connection"));
     Context* ctx = conn->ctx;
     std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
     Status st = ctx->Discard(conn, msg_id);
     ctx->AfterHostCall();
-    return Settle(error, st);
+    return Report(error, std::move(st));
   });
 }
 

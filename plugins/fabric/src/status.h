@@ -10,6 +10,7 @@ namespace ferry_fabric {
 
 using ferry_plugin::Error;
 using ferry_plugin::Format;
+using ferry_plugin::Report;
 using ferry_plugin::Status;
 
 }  // namespace ferry_fabric

@@ -48,6 +48,10 @@ void RingWriter::Publish(uint64_t span, uint32_t len, uint16_t kind) {
   head_ += span;
 }
 
+void RingWriter::PadToEnd(uint64_t to_end) {
+  Publish(to_end, static_cast<uint32_t>(to_end - sizeof(RecordHeader)), kRecordPad);
+}
+
 bool RingWriter::WrapEarly(uint64_t span, uint64_t to_end) {
   // Looked at once per kHotBytes written, so a ring that stays busy costs
   // one read of the consumer's line per kHotBytes, not one per record.
@@ -68,13 +72,12 @@ uint8_t* RingWriter::Reserve(uint64_t body_len, Status* st) {
   const uint64_t offset = head_ & mask_;
   const uint64_t to_end = size_ - offset;
   if (offset >= kHotBytes && WrapEarly(span, to_end)) {
-    Publish(to_end, static_cast<uint32_t>(to_end - sizeof(RecordHeader)), kRecordPad);
+    PadToEnd(to_end);
     next_wrap_check_ = head_ + kHotBytes;
   } else if (span > to_end) {
     // Pad to the end first; it needs room for itself and for the record.
     if (!Free(to_end + span + kRecordAlign, st)) return nullptr;
-    Publish(to_end, static_cast<uint32_t>(to_end - sizeof(RecordHeader)),
-            kRecordPad);
+    PadToEnd(to_end);
   } else if (!Free(span + kRecordAlign, st)) {
     return nullptr;
   }

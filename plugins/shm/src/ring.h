@@ -51,6 +51,8 @@ class RingWriter {
   // at least kHotBytes into the ring and the consumer has taken everything.
   bool WrapEarly(uint64_t span, uint64_t to_end);
   void Publish(uint64_t span, uint32_t len, uint16_t kind);
+  // A pad record over the `to_end` bytes left before the ring's end.
+  void PadToEnd(uint64_t to_end);
 
   uint8_t* ring_ = nullptr;
   uint64_t size_ = 0, mask_ = 0;
