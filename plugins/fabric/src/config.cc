@@ -62,6 +62,8 @@ Config LoadConfig(uint32_t init_flags) {
                                 uint64_t{1} << 50);
   c.rx_buffers =
       static_cast<uint32_t>(IntParam("rx_buffers", c.rx_buffers, 16, 65536));
+  c.rx_posted = static_cast<uint32_t>(
+      IntParam("rx_posted", c.rx_posted, 8, c.rx_buffers));
   c.tx_buffers =
       static_cast<uint32_t>(IntParam("tx_buffers", c.tx_buffers, 16, 65536));
   c.rma_chunk_size =

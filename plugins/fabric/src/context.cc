@@ -134,7 +134,10 @@ Status Context::Init(const char* instance) {
   st = tx_pool_.Init(registrar_.get(), config_.tx_buffers, eager_size_);
   if (!st.ok()) return st;
   tx_reserve_ = std::max<uint32_t>(8, config_.tx_buffers / 16);
-  for (uint32_t i = 0; i < rx_pool_.count(); ++i) PostRecv(rx_pool_.at(i));
+  rx_window_ = std::min(config_.rx_posted, rx_pool_.count());
+  rx_idle_.reserve(rx_pool_.count());
+  for (uint32_t i = rx_pool_.count(); i > 0; --i) rx_idle_.push_back(rx_pool_.at(i - 1));
+  RepostRx();
 
   if (endpoint_->cq_wait_fd() >= 0) {
     st = wakeup_.Open(endpoint_->cq_wait_fd());
@@ -180,6 +183,8 @@ std::string Context::Describe() const {
   }
   d += "eager frames " + Bytes(eager_size_) + ", inline segments up to " +
        Bytes(max_inline_) + ", inject " + Bytes(inject_size_) + "; ";
+  d += "receive buffers " + std::to_string(rx_window_) + " posted of " +
+       std::to_string(rx_pool_.count()) + "; ";
   d += "mr_mode " + MrModeText(registrar_->mr_mode()) +
        (registrar_->force_local() ? " (+FI_MR_LOCAL forced)" : "") + "; ";
   d += hmem_ ? "FI_HMEM device memory: yes (CUDA); "
@@ -238,8 +243,11 @@ void Context::EmitError(int32_t type, Conn* conn, void* user_data,
 }
 
 bool Context::HasWork() const {
+  // Receive buffers to post are work only once fewer than half the window
+  // is posted: before that they wait for the next progress() without waking
+  // a sleeping host.
   return !events_.Empty() || resend_head_ != nullptr || !tx_retry_.empty() ||
-         reads_head_ != nullptr || !streaming_.empty() || !rx_repost_.empty() ||
+         reads_head_ != nullptr || !streaming_.empty() || RxLow() ||
          sweep_pending_;
 }
 

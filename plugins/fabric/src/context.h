@@ -146,8 +146,22 @@ class Context {
                         const std::string& message, bool keep_exposed);
 
   // ---- receive side (rx_path.cc, answer.cc) ----
+  // Posts `b`; on refusal it goes back to rx_idle_ for the next progress().
   void PostRecv(RxBuf* b);
+  // fi_recv on `b`: false when the provider refused it (logged unless
+  // -FI_EAGAIN).
+  bool TryPostRecv(RxBuf* b);
+  // Posts from the top of rx_idle_ until rx_posted buffers are posted (or
+  // the provider refuses one).
   void RepostRx();
+  // A buffer the provider or the host is done with: posted now when few
+  // are, else left on rx_idle_ for the next progress(), off the host's path.
+  void ReturnRxBuf(RxBuf* b);
+  bool RxWantsBuffers() const {
+    return rx_posted_ < rx_window_ && !rx_idle_.empty();
+  }
+  // Fewer than half the window posted: worth waking a sleeping host for.
+  bool RxLow() const { return rx_posted_ < rx_window_ / 2 && !rx_idle_.empty(); }
   void OnRecv(RxBuf* b, size_t len);
   // true when `b` was kept (the message holds it).
   bool OnMsg(RxBuf* b, size_t len);
@@ -249,7 +263,10 @@ class Context {
   TxPool tx_pool_;
   uint32_t tx_reserve_ = 0;   // bounce buffers only control frames may take
   uint32_t rx_posted_ = 0;
-  std::vector<RxBuf*> rx_repost_;  // fi_recv said -FI_EAGAIN
+  uint32_t rx_window_ = 0;  // config_.rx_posted
+  // Receive buffers neither posted nor held by a message: a stack, so the
+  // buffer posted next is the one used last (still in cache).
+  std::vector<RxBuf*> rx_idle_;
   uint64_t spill_bytes_ = 0;
   std::vector<char> inject_scratch_;
   TxBuf* resend_head_ = nullptr;  // frames to (re)post, FIFO

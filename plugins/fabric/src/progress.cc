@@ -36,13 +36,14 @@ Status Context::Progress(ferry_progress_args_t* args) {
   // the spin's length is how late the next message is noticed.
   if (!retired_.empty()) FreeRetired();
   events_.ForgetDelivered();
+  if (RxWantsBuffers()) RepostRx();  // first: the provider gets them back
   ReadCq();
+  if (RxLow()) RepostRx();  // a burst took half the window
   if (resend_head_ != nullptr) DrainResends();
   if (!pending_control_.empty()) DrainPendingControl();
   if (!tx_retry_.empty()) PumpTxRetries();
   if (reads_head_ != nullptr) PumpReads();
   if (!streaming_.empty()) PumpStreams();
-  if (!rx_repost_.empty()) RepostRx();
   if (deadlines_ > 0) {
     if (has_wakeup_) wakeup_.DrainTimer();
     CheckDeadlines();

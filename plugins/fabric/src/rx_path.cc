@@ -1,11 +1,22 @@
 // The receive side: pre-posted receive buffers, frame dispatch, MSG parsing,
 // per-connection ordering and ARRIVAL events (answers: answer.cc).
 //
+// Receive buffers: rx_buffers of them, of which only rx_posted (32) are
+// posted at a time; the rest wait on a stack. Providers fill posted
+// receives in the order they were posted, so every posted buffer is used in
+// turn: with all 256 posted, a ping-pong touched a new 16 KiB buffer (a new
+// page) per message, and after another process had the CPU the first ~250
+// round trips of a 64-byte ping-pong on the shm provider were slow (a third
+// of the recorded mean's excess over the median). Few posted, and the most
+// recently used posted again first, keep the buffers a steady exchange
+// touches in cache and in the TLB. A burst beyond the window waits in the
+// provider (unexpected messages) until progress() posts more.
+//
 // Receiver-not-ready: a buffer stays with its message until the host
-// answers, and is posted again right after. When posted buffers run low
-// (a host holding many arrivals), new messages are copied out ("spilled",
-// bounded by max_spill_bytes) so their buffers go straight back; beyond that
-// bound the provider's own flow control holds senders back (FI_RM_ENABLED).
+// answers, and goes back after. When the host holds most of the pool (many
+// arrivals), new messages are copied out ("spilled", bounded by
+// max_spill_bytes) so their buffers go straight back; beyond that bound the
+// provider's own flow control holds senders back (FI_RM_ENABLED).
 // Messages are held back per connection until the previous arrival is
 // answered, which keeps order and gives the host back-pressure.
 #include "context.h"
@@ -22,32 +33,39 @@
 
 namespace ferry_fabric {
 
-void Context::PostRecv(RxBuf* b) {
+bool Context::TryPostRecv(RxBuf* b) {
   ssize_t rc = fi_recv(endpoint_->ep(), b->data, rx_pool_.size(), b->desc,
                        FI_ADDR_UNSPEC, AsContext(b));
   if (rc == 0) {
     b->posted = true;
     ++rx_posted_;
-    return;
+    return true;
   }
   if (rc != -FI_EAGAIN) {
     FAB_LOG(FERRY_LOG_WARN, "posting a receive buffer: %s (will retry)",
             FiText("fi_recv", static_cast<int>(rc), provider_).c_str());
   }
-  rx_repost_.push_back(b);
+  return false;
+}
+
+void Context::PostRecv(RxBuf* b) {
+  if (!TryPostRecv(b)) rx_idle_.push_back(b);
 }
 
 void Context::RepostRx() {
-  std::vector<RxBuf*> bufs;
-  bufs.swap(rx_repost_);
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    PostRecv(bufs[i]);
-    if (!rx_repost_.empty()) {
-      // Still refused: keep the rest for the next progress().
-      rx_repost_.insert(rx_repost_.end(), bufs.begin() + static_cast<long>(i) + 1,
-                        bufs.end());
-      return;
-    }
+  while (RxWantsBuffers() && TryPostRecv(rx_idle_.back())) rx_idle_.pop_back();
+}
+
+void Context::ReturnRxBuf(RxBuf* b) {
+  // fi_recv is a third of a small message's libfabric work on the shm
+  // provider (~300 instructions). Answering an arrival is on the latency
+  // path (the host's reply follows it); the next progress() is not (it
+  // spins while the reply travels). So the buffer is posted there, unless
+  // fewer than half the window is posted.
+  if (rx_posted_ < rx_window_ / 2) {
+    PostRecv(b);
+  } else {
+    rx_idle_.push_back(b);
   }
 }
 
@@ -79,7 +97,7 @@ void Context::OnRecv(RxBuf* b, size_t len) {
         FAB_LOG(FERRY_LOG_WARN, "dropping a frame of unknown type %u", h.type);
     }
   }
-  PostRecv(b);
+  ReturnRxBuf(b);
 }
 
 bool Context::OnMsg(RxBuf* b, size_t len) {
@@ -97,7 +115,9 @@ bool Context::OnMsg(RxBuf* b, size_t len) {
   RxMsg* m = NewRxMsg();
   const char* frame = b->data;
   bool keep = true;
-  if (rx_posted_ < rx_pool_.count() / 4 &&
+  // Spill once the host holds three quarters of the pool (posted and idle
+  // buffers are the rest).
+  if (rx_posted_ + rx_idle_.size() < rx_pool_.count() / 4 &&
       spill_bytes_ + len <= config_.max_spill_bytes) {
     m->spill.assign(b->data, b->data + len);
     spill_bytes_ += len;
@@ -156,7 +176,7 @@ RxMsg* Context::NewRxMsg() {
 
 void Context::ReleaseRxMsg(RxMsg* m) {
   if (m->buf != nullptr) {
-    PostRecv(m->buf);
+    ReturnRxBuf(m->buf);
     m->buf = nullptr;
   } else if (!m->spill.empty()) {
     spill_bytes_ -= m->spill.size();

@@ -420,6 +420,42 @@ TEST_P(FabricProvider, PeerCloseDeliversWhatWasSentThenBreaks) {
   }));
 }
 
+// Only rx_posted of the rx_buffers receive buffers are posted at a time
+// (rx_path.cc). A burst far larger than both, sent before the receiver makes
+// any progress, waits in the provider and in spilled copies, and arrives
+// whole and in order.
+TEST_P(FabricProvider, ABurstBeyondThePostedReceivesArrivesWholeAndInOrder) {
+  Params p({{"provider", provider()}, {"rx_buffers", "16"}, {"rx_posted", "8"}});
+  Ctx a, b;
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
+  EXPECT_NE(a.t().description().find("receive buffers 8 posted of 16"), std::string::npos)
+      << a.t().description();
+  Link link;
+  ASSERT_TRUE(Connect(&a, &b, &link));
+  constexpr int kCount = 300;
+  constexpr size_t kBytes = 2000;
+  std::vector<std::vector<uint8_t>> bodies(kCount, std::vector<uint8_t>(kBytes));
+  for (int i = 0; i < kCount; ++i) {
+    Fill(bodies[i].data(), kBytes, static_cast<uint64_t>(i));
+    ASSERT_TRUE(SendMessage(&b, link.client, "m" + std::to_string(i),
+                            {{bodies[i].data(), kBytes}}, Cookie(i + 1))
+                    .ok());
+  }
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); }))
+        << "message " << i << " of " << kCount << " never arrived";
+    Event e = a.Take(FERRY_EV_ARRIVAL, link.server);
+    ASSERT_EQ(e.header, "m" + std::to_string(i));
+    ASSERT_EQ(e.segments.size(), 1u);
+    ASSERT_TRUE(e.segments[0].is_inline);
+    ASSERT_EQ(e.segments[0].bytes,
+              std::string(bodies[i].begin(), bodies[i].end()))
+        << "message " << i;
+    ASSERT_TRUE(a.t().Discard(link.server, e.msg_id).ok());
+  }
+  CloseLink(&a, &b, link);
+}
+
 TEST_P(FabricProvider, ConnectToAClosedListenerIsRefused) {
   Params p({{"provider", provider()}});
   Ctx a, b;
