@@ -46,6 +46,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -348,6 +349,18 @@ Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
 
   PassResult record;
   record.label = PassLabel(pass, refs);
+  SampleLog samples;
+  samples.mode = PollModeName(mode);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> samples_file(nullptr, &std::fclose);
+  if (!o.samples_path.empty()) {
+    samples_file.reset(std::fopen(o.samples_path.c_str(), "a"));
+    if (samples_file == nullptr) {
+      return Status(FERRY_INVALID_ARGUMENT, "--samples " + o.samples_path +
+                                                ": cannot append to it (" +
+                                                std::strerror(errno) + ")");
+    }
+    samples.file = samples_file.get();
+  }
   record.loadavg_before = LoadAverage();
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -356,7 +369,7 @@ Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
       contenders[k].result = &r.references[pass.references[k]];
     }
     if (ferry) contenders.back().result = &r.ferry;
-    Status st = MeasureSize(plan[i], o.window, i, contenders, buffers);
+    Status st = MeasureSize(plan[i], o.window, i, contenders, buffers, samples);
     if (!st.ok()) {
       return Status(st.code(), "mode " + std::string(PollModeName(mode)) +
                                    ", size " + FormatSize(plan[i].size) +
@@ -437,6 +450,15 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
     }
   }
   const std::vector<Pass> passes = PlanPasses(refs, o);
+  if (!o.samples_path.empty()) {  // each pass appends: start it empty
+    std::FILE* f = std::fopen(o.samples_path.c_str(), "w");
+    if (f == nullptr) {
+      return Fail(Status(FERRY_INVALID_ARGUMENT,
+                         "--samples " + o.samples_path + ": cannot create it (" +
+                             std::strerror(errno) + ")"));
+    }
+    std::fclose(f);
+  }
 
   const std::vector<SizePlan> plan = BuildPlan(o);
   auto buffers = AllocateClientBuffers(MaxSize(plan));

@@ -43,8 +43,9 @@ struct Accumulator {
 
 // `warmup` untimed round trips, then `iters` timed one by one; the echo is
 // checked byte for byte afterwards (outside the timed region).
-Status RoundTrips(const SizePlan& p, uint32_t iters, BufferSet* buffers,
-                  Accumulator* acc) {
+Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
+                  Accumulator* acc, const SampleLog& samples) {
+  const uint32_t iters = ItersInRound(p, round);
   // Clear the landing zone so the check proves this implementation
   // delivered the bytes in this round.
   std::memset(buffers->recv[0]->data(), 0, p.size);
@@ -64,6 +65,15 @@ Status RoundTrips(const SizePlan& p, uint32_t iters, BufferSet* buffers,
   }
   const CpuTime cpu_after = ProcessCpuTime();
   const LoopCounters after = acc->impl->counters();
+  if (samples.file != nullptr) {  // after the clock stopped for this round
+    std::fprintf(samples.file, "%s %llu %u %s\t", samples.mode,
+                 static_cast<unsigned long long>(p.size), round, acc->label);
+    const size_t first = acc->rtt_ns.size() - iters;
+    for (size_t i = first; i < acc->rtt_ns.size(); ++i) {
+      std::fprintf(samples.file, i == first ? "%.0f" : " %.0f", acc->rtt_ns[i]);
+    }
+    std::fputc('\n', samples.file);
+  }
   if (std::memcmp(buffers->send->data(), buffers->recv[0]->data(), p.size) !=
       0) {
     return Status(FERRY_DATA_LOSS, std::string(acc->label) + ": the " +
@@ -136,7 +146,7 @@ uint32_t BatchRound(const SizePlan& p) { return (p.rounds - 1) / 2; }
 
 Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
                    const std::vector<Contender>& contenders,
-                   BufferSet* buffers) {
+                   BufferSet* buffers, const SampleLog& samples) {
   const size_t n = contenders.size();
   std::vector<Accumulator> sides(n);
   for (size_t i = 0; i < n; ++i) {
@@ -150,7 +160,7 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
     for (size_t k = 0; k < n; ++k) {
       Accumulator& a = sides[Nth(index, round, k, n)];
       if (a.impl == nullptr) continue;  // --only, or a batch reference
-      Status st = RoundTrips(p, ItersInRound(p, round), buffers, &a);
+      Status st = RoundTrips(p, round, buffers, &a, samples);
       if (st.ok()) st = a.impl->EndRun();
       if (!st.ok()) return st;
     }

@@ -23,6 +23,7 @@
 #include "transport/stats.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -61,10 +62,20 @@ struct Contender {
   BatchPingPongClient* batch = nullptr;  // a batch reference (client null)
 };
 
+// --samples: every timed round trip, one line per implementation and round:
+//   MODE SIZE ROUND LABEL<TAB>ns ns ns ...
+// in the order they ran, so a tail can be placed within its round (after
+// another implementation's turn, or spread evenly):
+// bench/transport/samples_by_position.py reads it.
+struct SampleLog {
+  std::FILE* file = nullptr;  // null: not recorded
+  const char* mode = "";
+};
+
 // Client side of one size: fills each contender's result.
 Status MeasureSize(const SizePlan& plan, uint32_t window, size_t index,
                    const std::vector<Contender>& contenders,
-                   BufferSet* buffers);
+                   BufferSet* buffers, const SampleLog& samples = {});
 
 // Peer side of one size: the same exchanges, in the same order; `servers`
 // are in the client's contender order (null where the client's is).

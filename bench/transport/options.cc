@@ -107,6 +107,10 @@ std::string Usage() {
       "                      (default 64K)\n"
       "  --no-stream         round trips only\n"
       "  --json FILE         write every figure and the machine description\n"
+      "  --samples FILE      write every timed round trip, one line per\n"
+      "                      implementation and round, in order (to place a\n"
+      "                      tail within its round: see\n"
+      "                      bench/transport/samples_by_position.py)\n"
       "  --only NAME         measure one side alone (for profiling it with\n"
       "                      strace -c or valgrind): ferry, raw (the plugin's\n"
       "                      raw floor) or another reference (tensorpipe,\n"
@@ -165,6 +169,10 @@ StatusOr<Options> ParseOptions(int argc, char** argv) {
     } else if (arg == "--json") {
       if (!value(&o.json_path) || o.json_path.empty()) {
         return Bad("--json needs a file name");
+      }
+    } else if (arg == "--samples") {
+      if (!value(&o.samples_path) || o.samples_path.empty()) {
+        return Bad("--samples needs a file name");
       }
     } else if (arg == "--cpus") {
       if (!value(&v)) return Bad("--cpus needs A,B or none");

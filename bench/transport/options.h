@@ -22,6 +22,7 @@ struct Options {
                                 // (0: by size, see plan.cc)
   std::vector<PollMode> modes;  // --mode busy|sleep|both
   std::string json_path;        // --json FILE ("" = no JSON)
+  std::string samples_path;     // --samples FILE: every round trip (measure.h)
   bool pin = true;              // --cpus none turns pinning off
   bool cpus_given = false;      // --cpus was on the command line
   int cpu_self = 0;             // --cpus A,B
