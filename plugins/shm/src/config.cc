@@ -59,6 +59,19 @@ Status GetBool(const char* key, bool* inout) {
   return Status();
 }
 
+// `cma`: 0, 1 or auto (README, "Data paths"); sets c->cma and c->cma_send.
+Status GetCmaPolicy(Config* c) {
+  std::string v;
+  if (!GetParam("cma", &v) || v == "auto") {
+    c->cma = true;
+    c->cma_send = !c->busy_poll;
+    return Status();
+  }
+  if (v != "0" && v != "1") return BadValue("cma", v, "0, 1 or auto");
+  c->cma = c->cma_send = v == "1";
+  return Status();
+}
+
 uint64_t RoundUpPow2(uint64_t v) {
   uint64_t p = 1;
   while (p < v) p <<= 1;
@@ -99,7 +112,7 @@ Status LoadConfig(uint32_t init_flags, Config* out) {
   if (!(st = GetSize("chunk_size", 4096, c.ring_size / 4, &c.chunk_size)).ok()) return st;
   c.chunk_size = AlignUp(c.chunk_size, kRecordAlign);
   if (!(st = GetSize("inline_max", 0, c.inline_budget, &c.inline_max)).ok()) return st;
-  if (!(st = GetBool("cma", &c.cma)).ok()) return st;
+  if (!(st = GetCmaPolicy(&c)).ok()) return st;
   if (!(st = GetSize("cma_min", 1, uint64_t{1} << 40, &c.cma_min)).ok()) return st;
   if (!(st = GetSize("cma_max", 0, uint64_t{1} << 40, &c.cma_max)).ok()) return st;
   if (!(st = GetSize("max_message_size", 1, kSegLengthMask, &c.max_message_size)).ok()) {

@@ -133,7 +133,7 @@ Status Conn::SetupOnce(bool* finished) {
     HandshakeMsg ready;
     st = ParseHandshake(&msg, len, kMsgReady, &ready);
     if (!st.ok()) return st;
-    cma_send_ = ready.cma_readable != 0 && config().cma;
+    cma_send_ = ready.cma_readable != 0 && config().cma_send;
     *finished = true;
     return Status();
   }

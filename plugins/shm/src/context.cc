@@ -49,7 +49,9 @@ Status Context::Init(const ferry_init_args_t* args) {
       "shared memory: memfd rings of %llu KiB, eventfd doorbell, large segments by %s, "
       "%s",
       (unsigned long long)(config_.ring_size >> 10),
-      config_.cma ? "cross-memory attach (ring copy when not permitted)" : "ring copy",
+      config_.cma_send ? "cross-memory attach (ring copy when not permitted)"
+      : config_.cma    ? "ring copy (received by cross-memory attach when the peer sends so)"
+                       : "ring copy",
       config_.busy_poll ? "busy-poll"
                         : Format("adaptive (spin %u us, then sleep)", config_.spin_us).c_str());
   return Status();

@@ -165,6 +165,36 @@ TEST_F(DataPathTest, SegmentsAboveCmaMaxGoThroughTheRing) {
   ClosePair(&p);
 }
 
+// cma=auto (the default): a busy-poll context sends large segments through
+// the ring, where both spinning processes copy at once (3x process_vm_readv's
+// speed at 64 KiB - 1 MiB on the benchmark machine); it still receives by CMA
+// from a peer that sends that way, and cma=1 brings CMA back.
+TEST_F(DataPathTest, BusyPollContextsRingCopyUnlessCmaIsForced) {
+  Pair busy;
+  ASSERT_TRUE(MakePair(&busy, FERRY_INIT_BUSY_POLL));
+  ASSERT_NE(PeerAddress(busy.a.get(), busy.client).find("data=ring"), std::string::npos)
+      << PeerAddress(busy.a.get(), busy.client);
+  ExpectRingCopied(&busy, 256u << 10, 3,
+                   "a busy-poll sender must ring-copy a 256 KiB segment by default");
+  ClosePair(&busy);
+
+  SetParam("cma", "1");
+  Pair forced;
+  ASSERT_TRUE(MakePair(&forced, FERRY_INIT_BUSY_POLL));
+  EXPECT_NE(PeerAddress(forced.a.get(), forced.client).find("data=cma"), std::string::npos)
+      << "cma=1 must send by CMA in busy-poll mode too: "
+      << PeerAddress(forced.a.get(), forced.client);
+  ClosePair(&forced);
+}
+
+TEST_F(DataPathTest, AnUnknownCmaPolicyIsRefusedWithTheAcceptedValues) {
+  SetParam("cma", "sometimes");
+  std::string why;
+  EXPECT_EQ(Endpoint::Open(0, &why), nullptr);
+  EXPECT_NE(why.find("'cma'"), std::string::npos) << why;
+  EXPECT_NE(why.find("0, 1 or auto"), std::string::npos) << why;
+}
+
 // Request/response traffic drains the ring after every message; the writer
 // then goes back to offset 0 (behind a pad record) instead of walking the
 // whole ring, so small messages stay on a few pages that both processes keep
