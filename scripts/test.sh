@@ -12,6 +12,9 @@ shift || true
 "$root/scripts/build.sh" "$build" "$@"
 
 cd "$build"
+# Tests send only to this machine's loopback: libfabric's tcp provider would
+# otherwise bind the first interface it finds (eth0).
+export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
 # Tests that busy-poll hold the ctest resource lock "busy_poll", so even with
 # -j they never spin against each other on a 2-core machine.
 set +e

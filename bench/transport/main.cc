@@ -49,6 +49,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -522,6 +523,11 @@ int main(int argc, char** argv) {
                  options.status().message().c_str());
     return 2;
   }
+  // libfabric's tcp provider binds the first interface it finds (eth0 on a
+  // cloud VM). Both processes are on this host, so keep the traffic on the
+  // loopback interface, for ferry, the raw floor and fi_pingpong alike (the
+  // peer and fi_pingpong inherit it), unless the caller chose one.
+  setenv("FI_TCP_IFACE", "lo", /*overwrite=*/0);
   if (options.value().peer) return RunPeer(options.value());
   return RunBenchmark(options.value(), CommandLine(argc, argv));
 }
