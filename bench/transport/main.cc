@@ -287,7 +287,7 @@ Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
                std::shared_ptr<const Plugin> plugin, PollMode mode,
                const ReferenceSet& refs, const Pass& pass,
                BufferSet* buffers, ControlChannel* control,
-               SuiteResult* out) {
+               std::FILE* samples_file, SuiteResult* out) {
   // The peer's "READY" may take a while the first time: it pre-faults its
   // buffers (hundreds of MiB with the default sizes).
   auto ready = control->Receive(4 * kSetupTimeoutMs);
@@ -350,18 +350,7 @@ Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
 
   PassResult record;
   record.label = PassLabel(pass, refs);
-  SampleLog samples;
-  samples.mode = PollModeName(mode);
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> samples_file(nullptr, &std::fclose);
-  if (!o.samples_path.empty()) {
-    samples_file.reset(std::fopen(o.samples_path.c_str(), "a"));
-    if (samples_file == nullptr) {
-      return Status(FERRY_INVALID_ARGUMENT, "--samples " + o.samples_path +
-                                                ": cannot append to it (" +
-                                                std::strerror(errno) + ")");
-    }
-    samples.file = samples_file.get();
-  }
+  const SampleLog samples{samples_file, PollModeName(mode)};
   record.loadavg_before = LoadAverage();
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -396,7 +385,7 @@ Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
                 std::shared_ptr<const Plugin> plugin, PollMode mode,
                 const ReferenceSet& refs, const std::vector<Pass>& passes,
                 BufferSet* buffers, ControlChannel* control,
-                SuiteResult* out) {
+                std::FILE* samples_file, SuiteResult* out) {
   out->mode = mode;
   out->sizes.resize(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -405,7 +394,7 @@ Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
   }
   for (const Pass& pass : passes) {
     Status st = RunPass(o, plan, plugin, mode, refs, pass, buffers, control,
-                        out);
+                        samples_file, out);
     if (!st.ok()) return st;
   }
   return Status();
@@ -451,14 +440,15 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
     }
   }
   const std::vector<Pass> passes = PlanPasses(refs, o);
-  if (!o.samples_path.empty()) {  // each pass appends: start it empty
-    std::FILE* f = std::fopen(o.samples_path.c_str(), "w");
-    if (f == nullptr) {
+  // --samples: one file for the whole run, every pass writing in turn.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> samples_file(nullptr, &std::fclose);
+  if (!o.samples_path.empty()) {
+    samples_file.reset(std::fopen(o.samples_path.c_str(), "w"));
+    if (samples_file == nullptr) {
       return Fail(Status(FERRY_INVALID_ARGUMENT,
                          "--samples " + o.samples_path + ": cannot create it (" +
                              std::strerror(errno) + ")"));
     }
-    std::fclose(f);
   }
 
   const std::vector<SizePlan> plan = BuildPlan(o);
@@ -486,7 +476,8 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
   for (PollMode mode : o.modes) {
     SuiteResult s;
     Status st = RunSuite(o, plan, plugin.value(), mode, refs, passes,
-                         &buffers.value(), &peer.value()->control(), &s);
+                         &buffers.value(), &peer.value()->control(),
+                         samples_file.get(), &s);
     if (!st.ok()) {
       // The peer's own message (if it failed first) is already on stderr.
       Fail(st);
