@@ -41,7 +41,7 @@ struct Accumulator {
   CpuTime cpu{0, 0};
 };
 
-// `warmup` untimed round trips, then `iters` timed one by one; the echo is
+// Untimed round trips (WarmupBeforeRound), then `iters` timed one by one; the echo is
 // checked byte for byte afterwards (outside the timed region).
 Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
                   Accumulator* acc, const SampleLog& samples) {
@@ -49,7 +49,8 @@ Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
   // Clear the landing zone so the check proves this implementation
   // delivered the bytes in this round.
   std::memset(buffers->recv[0]->data(), 0, p.size);
-  for (uint32_t i = 0; i < p.warmup; ++i) {
+  const uint32_t warmup = WarmupBeforeRound(p, round);
+  for (uint32_t i = 0; i < warmup; ++i) {
     Status st = acc->impl->RoundTrip(p.size);
     if (!st.ok()) return st;
   }
@@ -197,7 +198,8 @@ Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
     for (size_t k = 0; k < n; ++k) {
       PingPongServer* impl = sides[Nth(index, round, k, n)];
       if (impl == nullptr) continue;  // --only, or a batch reference
-      const uint32_t count = p.warmup + ItersInRound(p, round);
+      const uint32_t count =
+          WarmupBeforeRound(p, round) + ItersInRound(p, round);
       for (uint32_t i = 0; i < count; ++i) {
         Status st = impl->Echo(p.size);
         if (!st.ok()) return st;

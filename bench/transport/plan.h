@@ -14,6 +14,7 @@ namespace ferry::bench {
 struct SizePlan {
   uint64_t size = 0;
   uint32_t warmup = 0;          // untimed round trips before each round
+  uint32_t settle = 0;          // ... before the first round instead
   uint32_t iters = 0;           // timed round trips, over all rounds
   uint32_t rounds = 1;          // raw and ferry alternate this many times
   uint32_t stream_messages = 0; // per burst; 0 = no streaming test
@@ -27,6 +28,10 @@ std::vector<SizePlan> BuildPlan(const Options& options);
 
 // Timed round trips in round `round` (the first rounds take the remainder).
 uint32_t ItersInRound(const SizePlan& plan, uint32_t round);
+
+// Untimed round trips before round `round`: `settle` before the first,
+// `warmup` before every other.
+uint32_t WarmupBeforeRound(const SizePlan& plan, uint32_t round);
 
 // The largest message of the plan (buffers are sized by it).
 uint64_t MaxSize(const std::vector<SizePlan>& plan);

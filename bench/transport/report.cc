@@ -511,6 +511,7 @@ Status WriteJson(const std::string& path, const RunInfo& run,
       j.Key("size"); j.Int(r.plan.size);
       j.Key("iters"); j.Int(r.plan.iters);
       j.Key("warmup_per_round"); j.Int(r.plan.warmup);
+      j.Key("warmup_first_round"); j.Int(r.plan.settle);
       j.Key("rounds"); j.Int(r.plan.rounds);
       if (streamed) {
         j.Key("stream_messages"); j.Int(r.plan.stream_messages);
