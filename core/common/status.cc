@@ -29,11 +29,16 @@ const char* StatusCodeName(ferry_status_t code) {
   }
 }
 
+const std::string& Status::Empty() {
+  static const std::string* const empty = new std::string();
+  return *empty;
+}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
-  std::string out = StatusCodeName(code_);
-  if (out == "UNKNOWN_STATUS") out = "STATUS_" + std::to_string(code_);
-  if (!message_.empty()) out += ": " + message_;
+  std::string out = StatusCodeName(code());
+  if (out == "UNKNOWN_STATUS") out = "STATUS_" + std::to_string(code());
+  if (!message().empty()) out += ": " + message();
   return out;
 }
 

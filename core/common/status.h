@@ -16,21 +16,44 @@ const char* StatusCodeName(ferry_status_t code);
 
 class Status {
  public:
-  Status() = default;  // OK
+  Status() noexcept = default;  // OK
   Status(ferry_status_t code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+      : rep_(code == FERRY_OK && message.empty()
+                 ? nullptr
+                 : new Rep{code, std::move(message)}) {}
+  Status(const Status& other)
+      : rep_(other.rep_ ? new Rep(*other.rep_) : nullptr) {}
+  Status(Status&& other) noexcept : rep_(other.rep_) { other.rep_ = nullptr; }
+  Status& operator=(const Status& other) {
+    if (this != &other) Status(other).Swap(*this);
+    return *this;
+  }
+  Status& operator=(Status&& other) noexcept {
+    Status(std::move(other)).Swap(*this);
+    return *this;
+  }
+  ~Status() { delete rep_; }
 
   static Status Ok() { return Status(); }
 
-  bool ok() const { return code_ == FERRY_OK; }
-  ferry_status_t code() const { return code_; }
-  const std::string& message() const { return message_; }
+  bool ok() const { return rep_ == nullptr || rep_->code == FERRY_OK; }
+  ferry_status_t code() const { return rep_ ? rep_->code : FERRY_OK; }
+  const std::string& message() const { return rep_ ? rep_->message : Empty(); }
   // "PEER_GONE: connection reset by peer" (or "OK").
   std::string ToString() const;
 
  private:
-  ferry_status_t code_ = FERRY_OK;
-  std::string message_;
+  // LevelDB's layout: one pointer, null for OK, so that the success path
+  // every call returns (progress(), send(), discard() on every message)
+  // builds, moves and destroys a pointer, not a std::string.
+  struct Rep {
+    ferry_status_t code;
+    std::string message;
+  };
+  static const std::string& Empty();
+  void Swap(Status& other) noexcept { std::swap(rep_, other.rep_); }
+
+  Rep* rep_ = nullptr;
 };
 
 // A value or the Status that explains why there is none.
