@@ -41,8 +41,8 @@ struct Accumulator {
   CpuTime cpu{0, 0};
 };
 
-// Untimed round trips (WarmupBeforeRound), then `iters` timed one by one; the echo is
-// checked byte for byte afterwards (outside the timed region).
+// Untimed round trips (WarmupBeforeRound), then `iters` timed one by one;
+// the echo is checked byte for byte afterwards (outside the timed region).
 Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
                   Accumulator* acc, const SampleLog& samples) {
   const uint32_t iters = ItersInRound(p, round);

@@ -30,6 +30,8 @@ const char* StatusCodeName(ferry_status_t code) {
 }
 
 const std::string& Status::Empty() {
+  // Never destroyed: message() may be called from other static objects'
+  // destructors, after this one's would have run.
   static const std::string* const empty = new std::string();
   return *empty;
 }
