@@ -5,6 +5,7 @@
 
 #include <ferry/transport.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,19 +21,18 @@ class Status {
   Status(ferry_status_t code, std::string message)
       : rep_(code == FERRY_OK && message.empty()
                  ? nullptr
-                 : new Rep{code, std::move(message)}) {}
+                 : std::make_unique<Rep>(Rep{code, std::move(message)})) {}
   Status(const Status& other)
-      : rep_(other.rep_ ? new Rep(*other.rep_) : nullptr) {}
-  Status(Status&& other) noexcept : rep_(other.rep_) { other.rep_ = nullptr; }
+      : rep_(other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr) {}
+  Status(Status&&) noexcept = default;
   Status& operator=(const Status& other) {
-    if (this != &other) Status(other).Swap(*this);
+    if (this != &other) {
+      rep_ = other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr;
+    }
     return *this;
   }
-  Status& operator=(Status&& other) noexcept {
-    Status(std::move(other)).Swap(*this);
-    return *this;
-  }
-  ~Status() { delete rep_; }
+  Status& operator=(Status&&) noexcept = default;
+  ~Status() = default;
 
   static Status Ok() { return Status(); }
 
@@ -51,9 +51,8 @@ class Status {
     std::string message;
   };
   static const std::string& Empty();
-  void Swap(Status& other) noexcept { std::swap(rep_, other.rep_); }
 
-  Rep* rep_ = nullptr;
+  std::unique_ptr<Rep> rep_;
 };
 
 // A value or the Status that explains why there is none.
