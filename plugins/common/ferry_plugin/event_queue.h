@@ -18,19 +18,14 @@
 
 namespace ferry_plugin {
 
+// A queued event is the ferry_event_t that progress() will return, built
+// when the event is queued, so that delivery is one struct copy. Delivery
+// sets what only it knows: struct_size (the host's), conn and
+// conn_user_data (from `owner`) and message (from `text`).
 template <typename Conn>
-struct QueuedEvent {
-  int32_t type = 0;
-  ferry_status_t status = FERRY_OK;
-  Conn* conn = nullptr;
-  void* user_data = nullptr;
-  std::string message;  // non-empty when status != FERRY_OK
-  // FERRY_EV_ARRIVAL only: views into the plugin's held message.
-  uint64_t msg_id = 0;
-  const void* header = nullptr;
-  uint64_t header_len = 0;
-  const ferry_arrival_segment_t* segments = nullptr;
-  uint32_t num_segments = 0;
+struct QueuedEvent : ferry_event_t {
+  Conn* owner = nullptr;  // the connection concerned, or null
+  std::string text;       // non-empty when status != FERRY_OK
   // Set when the host closed the connection before the event was returned:
   // it is dropped instead of delivered (only arrivals, which need an answer
   // the host can no longer give).
@@ -54,16 +49,12 @@ class EventQueue {
     // constructs nor destroys anything here.
     if (end_ == items_.size()) AddSlot();
     Event& e = items_[end_++];
+    static_cast<ferry_event_t&>(e) = ferry_event_t{};
     e.type = type;
-    e.status = FERRY_OK;
-    e.conn = conn;
     e.user_data = user_data;
-    if (!e.message.empty()) e.message.clear();
-    e.msg_id = 0;
-    e.header = nullptr;
-    e.header_len = 0;
-    e.segments = nullptr;
-    e.num_segments = 0;
+    if (type == FERRY_EV_ARRIVAL) e.segment_stride = sizeof(ferry_arrival_segment_t);
+    e.owner = conn;
+    if (!e.text.empty()) e.text.clear();
     e.suppressed = false;
     return e;
   }
@@ -100,32 +91,25 @@ class EventQueue {
         ++head_;
         continue;
       }
+      // Kept apart: delivered() may queue events, which may move q.
+      Conn* const owner = q.owner;
+      const int32_t type = q.type;
       ferry_event_t* ev =
           in_place ? reinterpret_cast<ferry_event_t*>(base + stride * count) : &local;
-      Conn* conn = q.conn;
-      const int32_t type = q.type;
+      *ev = static_cast<const ferry_event_t&>(q);
       ev->struct_size = static_cast<uint32_t>(size);
-      ev->type = type;
-      ev->status = q.status;
-      ev->num_segments = q.num_segments;
-      ev->user_data = q.user_data;
-      conn_fields(conn, ev);
-      if (!q.message.empty()) {
-        // The host may read the text until its next progress().
-        delivered_messages_.push_back(std::move(q.message));
-        ev->message = delivered_messages_.back().c_str();
-      } else {
+      conn_fields(owner, ev);
+      if (q.text.empty()) {
         ev->message = "";
+      } else {
+        // The host may read the text until its next progress().
+        delivered_messages_.push_back(std::move(q.text));
+        ev->message = delivered_messages_.back().c_str();
       }
-      ev->msg_id = q.msg_id;
-      ev->header = q.header;
-      ev->header_len = q.header_len;
-      ev->segments = q.segments;
-      ev->segment_stride = type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
       if (!in_place) std::memcpy(base + stride * count, &local, size);
       ++head_;
       ++count;
-      delivered(conn, type);
+      delivered(owner, type);
     }
     return count;
   }

@@ -230,16 +230,12 @@ void Context::Query(ferry_context_info_t* info) const {
 
 // --- events -------------------------------------------------------------------
 
-QueuedEvent& Context::Emit(int32_t type, Conn* conn, void* user_data) {
-  return events_.Push(type, conn, user_data);
-}
-
 void Context::EmitError(int32_t type, Conn* conn, void* user_data,
                         ferry_status_t status, std::string message) {
   QueuedEvent& e = Emit(type, conn, user_data);
   e.status = status;
-  e.message = message.empty() ? std::string("fabric: operation failed")
-                              : std::move(message);
+  e.text = message.empty() ? std::string("fabric: operation failed")
+                           : std::move(message);
 }
 
 bool Context::HasWork() const {
@@ -251,7 +247,7 @@ bool Context::HasWork() const {
          sweep_pending_;
 }
 
-void Context::AfterHostCall() {
+void Context::SettleAfterHostCall() {
   if (sweep_pending_ && config_.cloexec_sweep) fd_sweeper_.Sweep();
   sweep_pending_ = false;
   // Only ever signals here: clearing needs fi_trywait, which progress() does.

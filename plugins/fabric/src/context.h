@@ -75,18 +75,24 @@ class Context {
   Status Reg(const ferry_reg_args_t& args, HostMr** out);
   void Dereg(HostMr* mr);
   // After any host call: keeps the wakeup fd readable while progress() has
-  // something to do.
-  void AfterHostCall();
+  // something to do. Inline: a busy-polled context has neither, and this
+  // follows every send() and discard().
+  void AfterHostCall() {
+    if (sweep_pending_ || has_wakeup_) SettleAfterHostCall();
+  }
 
   const Config& config() const { return config_; }
 
  private:
   explicit Context(Config config);
+  void SettleAfterHostCall();
   Status Init(const char* instance);
   std::string Describe() const;
 
   // ---- events (context.cc) ----
-  QueuedEvent& Emit(int32_t type, Conn* conn, void* user_data);
+  QueuedEvent& Emit(int32_t type, Conn* conn, void* user_data) {
+    return events_.Push(type, conn, user_data);
+  }
   void EmitError(int32_t type, Conn* conn, void* user_data,
                  ferry_status_t status, std::string message);
   bool HasWork() const;

@@ -224,7 +224,7 @@ void Context::DropReceived(Conn* c) {
   if (c->held != nullptr) {
     // An ARRIVAL still in the queue can no longer be answered.
     events_.ForEachQueued([c](QueuedEvent& e) {
-      if (e.conn == c && e.type == FERRY_EV_ARRIVAL) e.suppressed = true;
+      if (e.owner == c && e.type == FERRY_EV_ARRIVAL) e.suppressed = true;
     });
     ReleaseRxMsg(c->held);
     c->held = nullptr;

@@ -456,6 +456,78 @@ TEST_P(FabricProvider, ABurstBeyondThePostedReceivesArrivesWholeAndInOrder) {
   CloseLink(&a, &b, link);
 }
 
+// send() tries a small message on its latency path before anything else
+// (eager.cc: TrySendSmall), which checks only what that path needs. Every
+// malformed small send must still get ValidateSend's error, send nothing
+// and queue no SEND_DONE: the next good message is the first to arrive.
+TEST_P(FabricProvider, MalformedSmallSendsAreRefusedAndSendNothing) {
+  Params p({{"provider", provider()}});
+  Ctx a, b;
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
+  Link link;
+  ASSERT_TRUE(Connect(&a, &b, &link));
+  const char header[8] = {'h', 'e', 'a', 'd', 'e', 'r', '!', '\0'};
+  uint8_t body[16] = {};
+  struct {
+    uint32_t magic = 0x12345678;  // not a registration of the plugin's
+  } foreign_mr;
+  auto send = [&](uint64_t header_len, const void* header_ptr,
+                  std::vector<ferry_segment_t> segs, uint32_t num_segments,
+                  bool null_segments) {
+    ferry_send_args_t args{};
+    args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
+    args.header = header_ptr;
+    args.header_len = header_len;
+    args.num_segments = num_segments;
+    args.segments = null_segments ? nullptr : segs.data();
+    args.segment_stride = sizeof(ferry_segment_t);
+    args.user_data = Cookie(0xBAD);
+    return b.t().Send(link.client, args);
+  };
+  auto seg = [](const void* data, uint64_t length, ferry_mr_t* mr = nullptr) {
+    return ferry_segment_t{FERRY_SEGMENT_STRUCT_SIZE, 0, data, length,
+                           {FERRY_DEVICE_CPU, 0}, mr};
+  };
+  const uint32_t max_segments = b.t().info().max_segments;
+  struct Case {
+    const char* what;
+    ferry::Status st;
+    ferry_status_t want;
+  } cases[] = {
+      {"a NULL header of 8 bytes", send(8, nullptr, {}, 0, false),
+       FERRY_INVALID_ARGUMENT},
+      {"16 bytes at a NULL data pointer",
+       send(8, header, {seg(nullptr, 16)}, 1, false), FERRY_INVALID_ARGUMENT},
+      {"a registration handle of another plugin",
+       send(8, header, {seg(body, 16, reinterpret_cast<ferry_mr_t*>(&foreign_mr))}, 1,
+            false),
+       FERRY_INVALID_ARGUMENT},
+      {"one segment and a NULL segment array", send(8, header, {}, 1, true),
+       FERRY_INVALID_ARGUMENT},
+      {"max_segments + 1 empty segments",
+       send(8, header, std::vector<ferry_segment_t>(max_segments + 1, seg(body, 0)),
+            max_segments + 1, false),
+       FERRY_RESOURCE_EXHAUSTED},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.st.code(), c.want) << c.what << ": " << c.st.ToString();
+    EXPECT_FALSE(c.st.message().empty()) << c.what;
+  }
+  Fill(body, sizeof body, 7);
+  ASSERT_TRUE(SendMessage(&b, link.client, "good", {{body, sizeof body}}, Cookie(1)).ok());
+  ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); }));
+  Event e = a.Take(FERRY_EV_ARRIVAL, link.server);
+  EXPECT_EQ(e.header, "good");
+  ASSERT_EQ(e.segments.size(), 1u);
+  EXPECT_EQ(e.segments[0].bytes, std::string(body, body + sizeof body));
+  ASSERT_TRUE(a.t().Discard(link.server, e.msg_id).ok());
+  ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_SEND_DONE, link.client); }));
+  EXPECT_EQ(b.Take(FERRY_EV_SEND_DONE, link.client).user_data, Cookie(1))
+      << "a refused send() queued a SEND_DONE";
+  EXPECT_FALSE(b.Has(FERRY_EV_SEND_DONE, link.client));
+  CloseLink(&a, &b, link);
+}
+
 TEST_P(FabricProvider, ConnectToAClosedListenerIsRefused) {
   Params p({{"provider", provider()}});
   Ctx a, b;

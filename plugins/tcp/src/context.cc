@@ -374,8 +374,8 @@ void Context::EmitError(int32_t type, Conn* conn, void* user_data,
                         ferry_status_t status, std::string message) {
   QueuedEvent& e = Emit(type, conn, user_data);
   e.status = status;
-  e.message = message.empty() ? std::string("tcp: operation failed")
-                              : std::move(message);
+  e.text = message.empty() ? std::string("tcp: operation failed")
+                           : std::move(message);
 }
 
 void Context::Schedule(Conn* conn) {
@@ -435,12 +435,12 @@ void Context::RemoveOpen(Conn* conn) {
 
 void Context::RecallForClose(Conn* conn, const std::string& cancelled) {
   events_.ForEachQueued([&](QueuedEvent& e) {
-    if (e.conn != conn) return;
+    if (e.owner != conn) return;
     if (e.type == FERRY_EV_ARRIVAL) {
       e.suppressed = true;
     } else if (e.type == FERRY_EV_CONNECTED) {
       e.status = FERRY_CANCELLED;
-      e.message = cancelled;
+      e.text = cancelled;
     }
   });
 }
