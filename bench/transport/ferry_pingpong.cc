@@ -390,6 +390,20 @@ Status FerryPingPong::Echo(uint64_t size) {
   // recv[0] is lent to the previous echo's send until its SEND_DONE (in
   // practice it has long been reported by now).
   st = WaitSendsDone();
+  if (!st.ok()) return st;
+  if (a.inline_data != nullptr) {
+    // Eager: echo the bytes where they landed, as the raw floors echo from
+    // their landing buffer. They are the plugin's until discard() and the
+    // send borrows them until its SEND_DONE, so the arrival is discarded
+    // only after that: the reply leaves first, and the wait and the
+    // discard overlap its flight (an RPC server answering from a request
+    // in place does the same).
+    st = SendRetrying(a.seq, static_cast<const uint8_t*>(a.inline_data), size,
+                      nullptr);
+    if (st.ok()) st = WaitSendsDone();
+    if (st.ok()) st = transport_->Discard(conn_, a.msg_id);
+    return st;
+  }
   bool done = false;
   if (st.ok()) st = Receive(a, 0, &done);
   if (st.ok() && !done) st = WaitSlotFree(0);

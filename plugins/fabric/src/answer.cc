@@ -37,13 +37,13 @@ void Context::TellSenderDropped(Conn* c, const RxMsg* m) {
   }
 }
 
-Status Context::Discard(Conn* c, uint64_t msg_id) {
+ferry_status_t Context::Discard(Conn* c, uint64_t msg_id, Status* error) {
   // Every answered eager message comes here, on the latency path (the
   // host's reply follows): the usual case is tested inline and each step
   // runs only when it has something to do.
   RxMsg* m = c->held;
   if (c->close_called || m == nullptr || m->msg_id != msg_id) {
-    return CheckAnswer(c, msg_id, "discard");
+    return Report(error, CheckAnswer(c, msg_id, "discard"));
   }
   c->held = nullptr;
   // Only this message is dropped: large segments are never read, and the
@@ -51,7 +51,7 @@ Status Context::Discard(Conn* c, uint64_t msg_id) {
   if (m->has_rma || m->has_stream) TellSenderDropped(c, m);
   ReleaseRxMsg(m);
   if (!c->ready.empty() || c->peer_closed) TryDeliver(c);
-  return Status();
+  return FERRY_OK;
 }
 
 Status Context::Place(Conn* c, const ferry_place_args_t& a) {

@@ -64,13 +64,15 @@ class Context {
 
   // --- host calls (caller holds mutex()) -----------------------------------
   void Query(ferry_context_info_t* info) const;
-  Status Progress(ferry_progress_args_t* args);
+  // progress(), send() and discard() are on every message's path: they
+  // return a bare code and fill *error only when they fail.
+  ferry_status_t Progress(ferry_progress_args_t* args, Status* error);
   Status Listen(const char* address, void* user_data, Listener** out);
   void CloseListener(Listener* listener);
   Status Connect(const char* address, void* user_data, Conn** out);
-  Status Send(Conn* conn, const ferry_send_args_t& args);
+  ferry_status_t Send(Conn* conn, const ferry_send_args_t& args, Status* error);
   Status Place(Conn* conn, const ferry_place_args_t& args);
-  Status Discard(Conn* conn, uint64_t msg_id);
+  ferry_status_t Discard(Conn* conn, uint64_t msg_id, Status* error);
   void Close(Conn* conn);
   Status Reg(const ferry_reg_args_t& args, HostMr** out);
   void Dereg(HostMr* mr);

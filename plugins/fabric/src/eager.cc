@@ -270,29 +270,33 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
   return true;
 }
 
-Status Context::Send(Conn* c, const ferry_send_args_t& a) {
+// Returns a bare code and fills *error only on failure: a successful send
+// builds no Status (entry.cc, GuardedCode).
+ferry_status_t Context::Send(Conn* c, const ferry_send_args_t& a, Status* error) {
   if (c->close_called) {
-    return Error(FERRY_FAILED_PRECONDITION,
-                 "fabric: send() on a connection the host has closed");
+    return Report(error, Error(FERRY_FAILED_PRECONDITION,
+                               "fabric: send() on a connection the host has closed"));
   }
   if (c->state == Conn::State::kBroken || c->peer_closed) {
-    return Status(c->broken_status != FERRY_OK ? c->broken_status : FERRY_PEER_GONE,
-                  "fabric: send() on a broken connection: " +
-                      (c->broken_message.empty() ? std::string("the peer closed it")
-                                                 : c->broken_message));
+    return Report(
+        error, Status(c->broken_status != FERRY_OK ? c->broken_status : FERRY_PEER_GONE,
+                      "fabric: send() on a broken connection: " +
+                          (c->broken_message.empty() ? std::string("the peer closed it")
+                                                     : c->broken_message)));
   }
   if (TrySendSmall(c, a)) {
     Emit(FERRY_EV_SEND_DONE, c, a.user_data);
-    return Status();
+    return FERRY_OK;
   }
   uint64_t total = 0;
   Status st = ValidateSend(c, a, &total);
-  if (!st.ok()) return st;
+  if (!st.ok()) return Report(error, std::move(st));
   if (c->txq.size() >= config_.max_pending_sends) {
-    return Error(FERRY_UNAVAILABLE,
-                 "fabric: %zu sends are already queued on this connection "
-                 "(max_pending_sends); call progress() and send again",
-                 c->txq.size());
+    return Report(error,
+                  Error(FERRY_UNAVAILABLE,
+                        "fabric: %zu sends are already queued on this connection "
+                        "(max_pending_sends); call progress() and send again",
+                        c->txq.size()));
   }
   std::vector<SegRef>& segs = seg_scratch_;
   segs.clear();
@@ -311,7 +315,7 @@ Status Context::Send(Conn* c, const ferry_send_args_t& a) {
   const bool all_inline = Classify(c, &segs, a.header_len);
   if (all_inline && c->Open() && c->txq.empty() && TrySendEagerNow(c, a, segs)) {
     Emit(FERRY_EV_SEND_DONE, c, a.user_data);
-    return Status();
+    return FERRY_OK;
   }
   SendOp* op = NewSendOp();
   op->conn = c;
@@ -321,7 +325,7 @@ Status Context::Send(Conn* c, const ferry_send_args_t& a) {
   op->segs = segs;
   c->txq.push_back(op);
   if (c->Open()) PumpTx(c);
-  return Status();
+  return FERRY_OK;
 }
 
 }  // namespace ferry_fabric

@@ -88,9 +88,9 @@ ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
                                  "fabric: progress() needs a context and progress args"));
     }
     std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    Status st = ctx->Progress(args);
-    if (!st.ok()) FAB_LOG(FERRY_LOG_ERROR, "%s", st.message.c_str());
-    return Report(error, std::move(st));
+    const ferry_status_t code = ctx->Progress(args, error);
+    if (code != FERRY_OK) FAB_LOG(FERRY_LOG_ERROR, "%s", error->message.c_str());
+    return code;
   });
 }
 
@@ -162,9 +162,9 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
     if (!ArgsOk(args)) return Report(error, BadArgs("send", args));
     Context* ctx = conn->ctx;
     std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    Status st = ctx->Send(conn, *args);
+    const ferry_status_t code = ctx->Send(conn, *args, error);
     ctx->AfterHostCall();
-    return Report(error, std::move(st));
+    return code;
   });
 }
 
@@ -189,9 +189,9 @@ ferry_status_t Discard(ferry_conn_t* handle, uint64_t msg_id,
     if (conn == nullptr) return Report(error, BadHandle("discard", "connection"));
     Context* ctx = conn->ctx;
     std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    Status st = ctx->Discard(conn, msg_id);
+    const ferry_status_t code = ctx->Discard(conn, msg_id, error);
     ctx->AfterHostCall();
-    return Report(error, std::move(st));
+    return code;
   });
 }
 

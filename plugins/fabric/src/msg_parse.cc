@@ -38,8 +38,11 @@ Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
   if (n > max_segments) return bad("too many segments");
   size_t off = sizeof h;
   if (len - off < n * sizeof(wire::SegEntry)) return bad("truncated segment table");
-  m->segs.resize(n);
-  m->bulk.resize(n);
+  // RxMsgs are reused: a steady exchange keeps its segment count.
+  if (m->segs.size() != n) {
+    m->segs.resize(n);
+    m->bulk.resize(n);
+  }
   m->has_rma = m->has_stream = false;
   m->seq = h.head.aux;
   m->sender_op = h.op_id;

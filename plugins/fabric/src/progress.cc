@@ -21,16 +21,17 @@ constexpr int kCqRounds = 16;
 
 }  // namespace
 
-Status Context::Progress(ferry_progress_args_t* args) {
+ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   args->num_events = 0;
   if (args->max_events > 0 &&
       (args->events == nullptr ||
        args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "fabric: progress() needs an events array and event_stride "
-                 ">= %zu (got %p, %llu)",
-                 FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
-                 static_cast<unsigned long long>(args->event_stride));
+    return Report(error,
+                  Error(FERRY_INVALID_ARGUMENT,
+                        "fabric: progress() needs an events array and event_stride "
+                        ">= %zu (got %p, %llu)",
+                        FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
+                        static_cast<unsigned long long>(args->event_stride)));
   }
   // Each step is looked at before it is called: a busy host spins here, and
   // the spin's length is how late the next message is noticed.
@@ -54,7 +55,7 @@ Status Context::Progress(ferry_progress_args_t* args) {
   }
   if (!events_.Empty()) args->num_events = Deliver(args);
   if (has_wakeup_) wakeup_.Settle(HasWork(), endpoint_->fabric(), endpoint_->cq());
-  return Status();
+  return FERRY_OK;
 }
 
 void Context::ReadCq() {

@@ -144,8 +144,8 @@ bool Context::OnMsg(RxBuf* b, size_t len) {
     // The usual case (in order, nothing waiting before it): delivered now,
     // without a trip through the ready queue.
     DeliverArrival(c, m);
-    TakeEarlyInOrder(c);
-    MaybeFinishPeerClose(c);
+    if (!c->early.empty()) TakeEarlyInOrder(c);
+    if (c->peer_closed) MaybeFinishPeerClose(c);
   } else {
     c->ready.push_back(m);
     TakeEarlyInOrder(c);
