@@ -35,7 +35,7 @@ Buffer::~Buffer() { munmap(data_, mapped_); }
 
 StatusOr<BufferSet> AllocateClientBuffers(uint64_t max_size) {
   BufferSet set;
-  auto send = Buffer::Allocate(max_size, 7);
+  auto send = Buffer::Allocate(max_size, kMessageFill);
   if (!send.ok()) return send.status();
   auto recv = Buffer::Allocate(max_size, 0);
   if (!recv.ok()) return recv.status();
@@ -46,6 +46,9 @@ StatusOr<BufferSet> AllocateClientBuffers(uint64_t max_size) {
 
 StatusOr<BufferSet> AllocatePeerBuffers(uint64_t max_size, uint32_t ring) {
   BufferSet set;
+  auto reply = Buffer::Allocate(max_size, kMessageFill);
+  if (!reply.ok()) return reply.status();
+  set.reply = std::move(reply).value();
   for (uint32_t i = 0; i < (ring == 0 ? 1 : ring); ++i) {
     auto recv = Buffer::Allocate(max_size, static_cast<uint8_t>(i));
     if (!recv.ok()) return recv.status();

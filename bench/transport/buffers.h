@@ -36,17 +36,29 @@ class Buffer {
   uint64_t mapped_;
 };
 
-// What one process sends from and receives into. The client uses `send` and
-// recv[0]; the peer echoes from recv[0] and streams into the whole ring.
+// What one process sends from and receives into. The client sends from
+// `send` and receives into recv[0]. The peer receives each request into
+// recv[0] and answers from `reply`, its own buffer holding the same bytes
+// as the client's `send`, as fabtests' fi_pingpong and OSU's latency test
+// answer from a send buffer of their own. (Sending back the buffer just
+// received into would make every reply read lines the copy just wrote,
+// which, when the two CPUs share no cache, cost the raw libfabric floor
+// 1.4x at 4 MiB: a different traffic pattern from the reference's.) The
+// client checks that each reply arrived intact and the peer checks each
+// request (measure.cc).
 struct BufferSet {
   std::unique_ptr<Buffer> send;               // client only (else null)
+  std::unique_ptr<Buffer> reply;              // peer only (else null)
   std::vector<std::unique_ptr<Buffer>> recv;  // ring; recv[0] always present
 };
 
+// The byte pattern seed of the client's `send` and the peer's `reply`.
+constexpr uint8_t kMessageFill = 7;
+
 // The client's buffers: one send buffer (patterned) and one receive buffer.
 StatusOr<BufferSet> AllocateClientBuffers(uint64_t max_size);
-// The peer's ring: `ring` receive buffers of `max_size` bytes each (a ring of
-// one when no streaming test runs).
+// The peer's reply buffer and its ring: `ring` receive buffers of
+// `max_size` bytes each (a ring of one when no streaming test runs).
 StatusOr<BufferSet> AllocatePeerBuffers(uint64_t max_size, uint32_t ring);
 
 }  // namespace ferry::bench

@@ -29,7 +29,7 @@ class ByteStreamPingPong : public PingPongClient, public PingPongServer {
   Status Echo(uint64_t size) override {
     Status st = self().Receive(buffers_->recv[0]->data(), size);
     if (!st.ok()) return st;
-    return self().Send(buffers_->recv[0]->data(), size);
+    return self().Send(buffers_->reply->data(), size);
   }
 
   // The stream's own buffering (socket buffer, ring) is the raw window:

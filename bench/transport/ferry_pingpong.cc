@@ -85,16 +85,15 @@ Status FerryPingPong::RegisterBuffers() {
     args.device = kCpu;
     return transport_->Reg(args, out);
   };
-  if (buffers_->send) {
-    Status st = reg(buffers_->send.get(), FERRY_ACCESS_SEND, &send_mr_);
+  // The buffer this side sends from: the client's send, the peer's reply.
+  if (Buffer* out = buffers_->send ? buffers_->send.get() : buffers_->reply.get()) {
+    Status st = reg(out, FERRY_ACCESS_SEND, &send_mr_);
     if (st.code() == FERRY_UNIMPLEMENTED) return Status();
     if (!st.ok()) return st;
   }
   recv_mr_.assign(buffers_->recv.size(), nullptr);
   for (size_t i = 0; i < buffers_->recv.size(); ++i) {
-    // The peer echoes from the buffer it received into: both directions.
-    Status st = reg(buffers_->recv[i].get(),
-                    FERRY_ACCESS_RECV | FERRY_ACCESS_SEND, &recv_mr_[i]);
+    Status st = reg(buffers_->recv[i].get(), FERRY_ACCESS_RECV, &recv_mr_[i]);
     if (st.code() == FERRY_UNIMPLEMENTED) {
       recv_mr_.clear();
       return Status();
@@ -303,21 +302,34 @@ Status FerryPingPong::WaitArrival(Arrival* out) {
   return Status();
 }
 
-Status FerryPingPong::Receive(const Arrival& a, uint32_t slot, bool* done) {
-  Buffer* dest = buffers_->recv[slot].get();
-  if (a.num_segments != 1 || a.length > dest->size()) {
+Status FerryPingPong::CheckFits(const Arrival& a, uint32_t slot) const {
+  if (a.num_segments != 1 || a.length > buffers_->recv[slot]->size()) {
     return Status(FERRY_DATA_LOSS,
                   "ferry: unexpected arrival: " +
                       std::to_string(a.num_segments) + " segments, " +
                       std::to_string(a.length) + " bytes");
   }
+  return Status();
+}
+
+Status FerryPingPong::CopyInline(const Arrival& a, uint32_t slot) {
+  Status st = CheckFits(a, slot);
+  if (st.ok()) std::memcpy(buffers_->recv[slot]->data(), a.inline_data, a.length);
+  return st;
+}
+
+Status FerryPingPong::Receive(const Arrival& a, uint32_t slot, bool* done) {
+  Buffer* dest = buffers_->recv[slot].get();
   if (a.inline_data != nullptr) {
     // Eager path: the bytes are already here; the host copies them and
     // releases the arrival with discard().
-    std::memcpy(dest->data(), a.inline_data, a.length);
+    Status st = CopyInline(a, slot);
+    if (!st.ok()) return st;
     *done = true;
     return transport_->Discard(conn_, a.msg_id);
   }
+  Status fits = CheckFits(a, slot);
+  if (!fits.ok()) return fits;
   ferry_place_dest_t d{};
   d.struct_size = sizeof d;
   d.data = dest->data();
@@ -387,29 +399,21 @@ Status FerryPingPong::Echo(uint64_t size) {
                                        " bytes, got " +
                                        std::to_string(a.length));
   }
-  // recv[0] is lent to the previous echo's send until its SEND_DONE (in
-  // practice it has long been reported by now).
-  st = WaitSendsDone();
-  if (!st.ok()) return st;
+  const uint8_t* reply = buffers_->reply->data();
   if (a.inline_data != nullptr) {
-    // Eager: echo the bytes where they landed, as the raw floors echo from
-    // their landing buffer. They are the plugin's until discard() and the
-    // send borrows them until its SEND_DONE, so the arrival is discarded
-    // only after that: the reply leaves first, and the wait and the
-    // discard overlap its flight (an RPC server answering from a request
-    // in place does the same).
-    st = SendRetrying(a.seq, static_cast<const uint8_t*>(a.inline_data), size,
-                      nullptr);
-    if (st.ok()) st = WaitSendsDone();
+    // Eager: the request is copied into recv[0] before the reply leaves;
+    // the arrival is released after, so the discard overlaps the reply's
+    // flight instead of delaying it.
+    st = CopyInline(a, 0);
+    if (st.ok()) st = SendRetrying(a.seq, reply, size, send_mr_);
     if (st.ok()) st = transport_->Discard(conn_, a.msg_id);
     return st;
   }
   bool done = false;
-  if (st.ok()) st = Receive(a, 0, &done);
+  st = Receive(a, 0, &done);
   if (st.ok() && !done) st = WaitSlotFree(0);
   if (!st.ok()) return st;
-  return SendRetrying(a.seq, buffers_->recv[0]->data(), size,
-                      recv_mr_.empty() ? nullptr : recv_mr_[0]);
+  return SendRetrying(a.seq, reply, size, send_mr_);
 }
 
 Status FerryPingPong::Stream(uint64_t size, uint32_t count, uint32_t window) {

@@ -93,6 +93,12 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   // Starts landing `a` in recv[slot]: inline bytes are copied and the arrival
   // discarded (*done = true); otherwise place() is posted and recv[slot]
   // stays busy until FERRY_EV_PLACE_DONE.
+  // DATA_LOSS unless `a` is one segment that fits recv[slot].
+  Status CheckFits(const Arrival& a, uint32_t slot) const;
+  // Copies an eager arrival's bytes into recv[slot]; the caller discards it.
+  Status CopyInline(const Arrival& a, uint32_t slot);
+  // Copies (eager) or places `a` into recv[slot]; *done unless a placement
+  // is still moving bytes (then recv[slot] is busy until its PLACE_DONE).
   Status Receive(const Arrival& a, uint32_t slot, bool* done);
   Status WaitSlotFree(uint32_t slot);
   Status WaitSendsDone();
@@ -105,7 +111,7 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   std::unique_ptr<Transport> transport_;
   PollMode mode_;
   BufferSet* buffers_;
-  ferry_mr_t* send_mr_ = nullptr;
+  ferry_mr_t* send_mr_ = nullptr;  // the client's send, the peer's reply buffer
   std::vector<ferry_mr_t*> recv_mr_;  // parallel to buffers_->recv, or empty
   ferry_listener_t* listener_ = nullptr;
   ferry_conn_t* conn_ = nullptr;

@@ -236,7 +236,7 @@ Status ServePass(const Options& o, const std::vector<SizePlan>& plan,
     sides.push_back(ferry.get());
   }
   for (size_t i = 0; st.ok() && i < plan.size(); ++i) {
-    st = ServeSize(plan[i], o.window, i, sides, batch_sides);
+    st = ServeSize(plan[i], o.window, i, buffers, sides, batch_sides);
   }
   if (!st.ok()) return st;
   // Close only once the client has consumed the last reply: a close racing

@@ -191,7 +191,7 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
 }
 
 Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
-                 const std::vector<PingPongServer*>& sides,
+                 BufferSet* buffers, const std::vector<PingPongServer*>& sides,
                  const std::vector<BatchPingPongServer*>& batches) {
   const size_t n = sides.size();
   for (uint32_t round = 0; round < p.rounds; ++round) {
@@ -207,6 +207,14 @@ Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
       // Its last reply must leave before the next implementation runs.
       Status st = impl->Flush();
       if (!st.ok()) return st;
+      if (std::memcmp(buffers->reply->data(), buffers->recv[0]->data(),
+                      p.size) != 0) {
+        return Status(FERRY_DATA_LOSS,
+                      "peer: a " + std::to_string(p.size) + "-byte request (round " +
+                          std::to_string(round) + ", implementation " +
+                          std::to_string(Nth(index, round, k, n) + 1) +
+                          " of the rotation) differs from what the client sent");
+      }
     }
     if (round != BatchRound(p)) continue;
     for (BatchPingPongServer* b : batches) {

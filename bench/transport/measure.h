@@ -79,8 +79,11 @@ Status MeasureSize(const SizePlan& plan, uint32_t window, size_t index,
 
 // Peer side of one size: the same exchanges, in the same order; `servers`
 // are in the client's contender order (null where the client's is).
-// `batches`: the batch references' servers, in the client's order.
+// `batches`: the batch references' servers, in the client's order. After
+// each implementation's round, the last request in recv[0] must match the
+// reply buffer (the client sends the same bytes).
 Status ServeSize(const SizePlan& plan, uint32_t window, size_t index,
+                 BufferSet* buffers,
                  const std::vector<PingPongServer*>& servers,
                  const std::vector<BatchPingPongServer*>& batches = {});
 

@@ -115,8 +115,9 @@ Status RawFabricPingPong::RegisterBuffers() {
   auto r = endpoint_->Register(ctrl_->data(), ctrl_->size());
   if (!r.ok()) return r.status();
   ctrl_region_ = r.value();
-  if (buffers_->send) {
-    r = endpoint_->Register(buffers_->send->data(), buffers_->send->size());
+  // The buffer this side sends from: the client's send, the peer's reply.
+  if (Buffer* out = buffers_->send ? buffers_->send.get() : buffers_->reply.get()) {
+    r = endpoint_->Register(out->data(), out->size());
     if (!r.ok()) return r.status();
     send_region_ = r.value();
   }
@@ -400,19 +401,19 @@ Status RawFabricPingPong::Echo(uint64_t size) {
     Status st = WaitFor([this] { return arrivals_ > arrivals_consumed_; });
     if (!st.ok()) return st;
     ++arrivals_consumed_;
-    // The client wrote into recv[0]; the same bytes go back from there.
-    return PostData(buffers_->recv[0]->data(), size, recv_regions_[0].desc,
+    // The client wrote into recv[0]; the reply comes from this side's own.
+    return PostData(buffers_->reply->data(), size, send_region_.desc,
                     peer_regions_[0]);
   }
   Status st = WaitFor([this] { return data_recvs_done_ == data_recvs_posted_; });
   if (!st.ok()) return st;
-  const Landing filled = landing_[next_landing_ ^ 1];
-  // The other landing buffer is free once its echo left (long since, in
-  // practice: the client sent this message after receiving that echo).
+  // The previous reply has long left (the client sent this message after
+  // receiving it); its operation is reaped before the next is posted.
   st = WaitSendsDone();
   if (st.ok()) st = PostLandingRecv();
   if (!st.ok()) return st;
-  return PostData(filled.data, size, filled.desc, RawFabricRegion());
+  return PostData(buffers_->reply->data(), size, send_region_.desc,
+                  RawFabricRegion());
 }
 
 Status RawFabricPingPong::Stream(uint64_t size, uint32_t count,

@@ -384,7 +384,7 @@ class TensorPipeServer final : public PingPongServer {
       const uint64_t seq = h.seq, size = h.length;
       loop->pipe->read(
           OneTensorAt(dest, size),
-          [loop, stream, dest, seq, size](const tp::Error& e) {
+          [loop, b, stream, dest, seq, size](const tp::Error& e) {
             if (e) {
               if (!loop->closing.load(std::memory_order_acquire)) {
                 loop->done.Fail("read: " + e.what());
@@ -395,7 +395,7 @@ class TensorPipeServer final : public PingPongServer {
               loop->done.Done(&loop->streamed);
             } else {
               loop->writes_posted.fetch_add(1, std::memory_order_relaxed);
-              Write(loop->pipe, loop->done_ptr(), seq, dest, size);
+              Write(loop->pipe, loop->done_ptr(), seq, b->reply->data(), size);
               loop->done.Done(&loop->echoes);
             }
             PostNextRead(loop);
