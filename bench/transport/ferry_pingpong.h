@@ -90,15 +90,13 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   Status SendRetrying(uint64_t seq, const uint8_t* data, uint64_t size,
                       ferry_mr_t* mr);
   Status WaitArrival(Arrival* out);
-  // Starts landing `a` in recv[slot]: inline bytes are copied and the arrival
-  // discarded (*done = true); otherwise place() is posted and recv[slot]
-  // stays busy until FERRY_EV_PLACE_DONE.
   // DATA_LOSS unless `a` is one segment that fits recv[slot].
   Status CheckFits(const Arrival& a, uint32_t slot) const;
   // Copies an eager arrival's bytes into recv[slot]; the caller discards it.
   Status CopyInline(const Arrival& a, uint32_t slot);
-  // Copies (eager) or places `a` into recv[slot]; *done unless a placement
-  // is still moving bytes (then recv[slot] is busy until its PLACE_DONE).
+  // Starts landing `a` in recv[slot]: inline bytes are copied and the arrival
+  // discarded (*done = true); otherwise place() is posted and recv[slot]
+  // stays busy until FERRY_EV_PLACE_DONE.
   Status Receive(const Arrival& a, uint32_t slot, bool* done);
   Status WaitSlotFree(uint32_t slot);
   Status WaitSendsDone();

@@ -19,12 +19,33 @@
 #include <cstring>
 
 namespace ferry_fabric {
+namespace {
+
+// The argument checks both send paths make, written once: ValidateSend
+// words the error, TrySendSmall declines and leaves that to it.
+bool HeaderMissing(const ferry_send_args_t& a) {
+  return a.header_len > 0 && a.header == nullptr;
+}
+bool SegmentArrayMissing(const ferry_send_args_t& a) {
+  return a.num_segments > 0 &&
+         (a.segments == nullptr ||
+          a.segment_stride < FERRY_STRUCT_SIZE(ferry_segment_t, length));
+}
+bool DataMissing(const ferry_segment_t* s) {
+  return s->length > 0 && s->data == nullptr;
+}
+bool ForeignRegistration(const ferry_segment_t* s) {
+  return FERRY_FIELD_PRESENT(s, ferry_segment_t, mr) && s->mr != nullptr &&
+         reinterpret_cast<const HostMr*>(s->mr)->magic != HostMr::kMagic;
+}
+
+}  // namespace
 
 // --- send() ---------------------------------------------------------------------
 
 Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
                              uint64_t* total) const {
-  if (a.header_len > 0 && a.header == nullptr) {
+  if (HeaderMissing(a)) {
     return Error(FERRY_INVALID_ARGUMENT, "fabric: send() has header_len %llu and a NULL header",
                  static_cast<unsigned long long>(a.header_len));
   }
@@ -38,9 +59,7 @@ Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
                  "fabric: send() with %u segments exceeds max_segments %u",
                  a.num_segments, config_.max_segments);
   }
-  if (a.num_segments > 0 &&
-      (a.segments == nullptr ||
-       a.segment_stride < FERRY_STRUCT_SIZE(ferry_segment_t, length))) {
+  if (SegmentArrayMissing(a)) {
     return Error(FERRY_INVALID_ARGUMENT,
                  "fabric: send() needs a segment array with segment_stride >= %zu",
                  FERRY_STRUCT_SIZE(ferry_segment_t, length));
@@ -70,7 +89,7 @@ Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
                    static_cast<unsigned long long>(max));
     }
     sum += s->length;
-    if (s->length > 0 && s->data == nullptr) {
+    if (DataMissing(s)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "fabric: segment %u has %llu bytes and a NULL data pointer", i,
                    static_cast<unsigned long long>(s->length));
@@ -82,8 +101,7 @@ Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
                    "provider %s cannot move here (needs FI_HMEM and FI_RMA)",
                    i, s->device.type, provider_.c_str());
     }
-    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, mr) && s->mr != nullptr &&
-        reinterpret_cast<const HostMr*>(s->mr)->magic != HostMr::kMagic) {
+    if (ForeignRegistration(s)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "fabric: segment %u carries a registration handle that is "
                    "not one of this plugin's",
@@ -224,10 +242,8 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
       std::min(eager_size_, c->peer_limits.eager_size));
   const uint64_t inline_max = std::min(max_inline_, c->peer_limits.max_inline);
   if (a.header_len > std::min(max_header_, c->peer_limits.max_header) ||
-      (a.header_len > 0 && a.header == nullptr) ||
       n > std::min(config_.max_segments, c->peer_limits.max_segments) ||
-      (n > 0 && (a.segments == nullptr ||
-                 a.segment_stride < FERRY_STRUCT_SIZE(ferry_segment_t, length)))) {
+      HeaderMissing(a) || SegmentArrayMissing(a)) {
     return false;
   }
   const uint64_t fixed = sizeof(wire::Msg) + uint64_t{n} * sizeof(wire::SegEntry) +
@@ -243,11 +259,7 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
     ferry_device_t device{FERRY_DEVICE_CPU, 0};
     if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device)) device = s->device;
     if (s->length > room || s->length > inline_max || !IsHostMemory(device) ||
-        (s->length > 0 && s->data == nullptr)) {
-      return false;
-    }
-    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, mr) && s->mr != nullptr &&
-        reinterpret_cast<const HostMr*>(s->mr)->magic != HostMr::kMagic) {
+        DataMissing(s) || ForeignRegistration(s)) {
       return false;
     }
     const wire::SegEntry e = wire::MakeSegEntry(
