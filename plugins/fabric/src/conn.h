@@ -52,6 +52,16 @@ class Conn {
   State state = State::kConnecting;
   uint64_t remote_id = 0;      // the peer's id for this connection
   wire::Limits peer_limits{};  // the peer's receive limits
+  // What the small-send fast path may send, both sides' limits taken
+  // together (Context::SetPeerLimits, with peer_limits): a frame of at most
+  // `frame` bytes (0: no such path), inline segments of at most
+  // `inline_max`, headers of at most `max_header`, `max_segments` segments.
+  struct SmallSends {
+    uint64_t frame = 0;
+    uint64_t inline_max = 0;
+    uint32_t max_header = 0;
+    uint32_t max_segments = 0;
+  } small;
   void* user_data = nullptr;   // conn_user_data in events
   void* connect_cookie = nullptr;  // connect()'s user_data for CONNECTED
 

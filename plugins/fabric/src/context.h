@@ -130,6 +130,9 @@ class Context {
   bool TrySendSmall(Conn* c, const ferry_send_args_t& args);
   bool TrySendEagerNow(Conn* c, const ferry_send_args_t& args,
                        const std::vector<SegRef>& segs);
+  // Records the peer's receive limits (CONNECT / ACCEPT) and what they
+  // leave for TrySendSmall.
+  void SetPeerLimits(Conn* c, const wire::Limits& limits);
   // The bulk data path both sides of `c` support.
   uint8_t BulkMode(const Conn* c) const;
   size_t FrameSize(const std::vector<SegRef>& segs, size_t header_len,
@@ -171,6 +174,14 @@ class Context {
   // Fewer than half the window posted: worth waking a sleeping host for.
   bool RxLow() const { return rx_posted_ < rx_window_ / 2 && !rx_idle_.empty(); }
   void OnRecv(RxBuf* b, size_t len);
+  // The usual small arrival in one pass; false (nothing changed) for
+  // anything OnRecv must look at.
+  bool TryInlineArrival(RxBuf* b, size_t len);
+  // Arrivals are copied out ("spilled") once the host holds three quarters
+  // of the pool: `posted` posted buffers and the idle ones are the rest.
+  bool Spilling(uint32_t posted) const {
+    return posted + rx_idle_.size() < rx_pool_.count() / 4;
+  }
   // true when `b` was kept (the message holds it).
   bool OnMsg(RxBuf* b, size_t len);
   RxMsg* NewRxMsg();

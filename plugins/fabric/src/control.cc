@@ -53,7 +53,7 @@ void Context::OnConnect(const char* frame, size_t len) {
   all_conns_.push_back(c);
   c->state = Conn::State::kOpen;
   c->remote_id = f.src_conn;
-  c->peer_limits = f.limits;
+  SetPeerLimits(c, f.limits);
   c->peer_address = peer->printable;
   Emit(FERRY_EV_ACCEPTED, c, it->second->user_data);
   wire::Accept a{};
@@ -88,7 +88,7 @@ void Context::OnAccept(const char* frame, size_t len) {
   }
   sweep_pending_ = true;
   c->remote_id = f.src_conn;
-  c->peer_limits = f.limits;
+  SetPeerLimits(c, f.limits);
   c->state = Conn::State::kOpen;
   DisarmDeadline(c);
   Emit(FERRY_EV_CONNECTED, c, c->connect_cookie);

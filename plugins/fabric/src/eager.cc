@@ -112,6 +112,19 @@ Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
   return Status();
 }
 
+void Context::SetPeerLimits(Conn* c, const wire::Limits& limits) {
+  c->peer_limits = limits;
+  Conn::SmallSends& s = c->small;
+  s.frame = inject_size_ == 0
+                ? 0
+                : std::min<uint64_t>(
+                      std::min<uint64_t>(inject_size_, config_.max_message_size),
+                      std::min(eager_size_, limits.eager_size));
+  s.inline_max = std::min(max_inline_, limits.max_inline);
+  s.max_header = std::min(max_header_, limits.max_header);
+  s.max_segments = std::min(config_.max_segments, limits.max_segments);
+}
+
 uint8_t Context::BulkMode(const Conn* c) const {
   const bool peer_rma = c->state != Conn::State::kOpen ||
                         (c->peer_limits.flags & wire::kLimitRma) != 0;
@@ -235,14 +248,12 @@ bool Context::TrySendEagerNow(Conn* c, const ferry_send_args_t& a,
 // there is one). Skipping ValidateSend's separate pass is ~80 of the ~1 300
 // instructions per message this plugin runs on a 64-byte ping-pong.
 bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
-  if (!c->Open() || !c->txq.empty() || inject_size_ == 0) return false;
+  const Conn::SmallSends& small = c->small;
+  if (!c->Open() || !c->txq.empty() || small.frame == 0) return false;
   const uint32_t n = a.num_segments;
-  const uint64_t limit = std::min<uint64_t>(
-      std::min<uint64_t>(inject_size_, config_.max_message_size),
-      std::min(eager_size_, c->peer_limits.eager_size));
-  const uint64_t inline_max = std::min(max_inline_, c->peer_limits.max_inline);
-  if (a.header_len > std::min(max_header_, c->peer_limits.max_header) ||
-      n > std::min(config_.max_segments, c->peer_limits.max_segments) ||
+  const uint64_t limit = small.frame;
+  const uint64_t inline_max = small.inline_max;
+  if (a.header_len > small.max_header || n > small.max_segments ||
       HeaderMissing(a) || SegmentArrayMissing(a)) {
     return false;
   }

@@ -23,7 +23,57 @@ wire::SegEntry DescribeSegment(const char* table, size_t i, RxMsg* m) {
   return e;
 }
 
+// Why a frame whose fixed part is `h` cannot hold its segment table, or
+// nullptr when it can (and the count is within max_segments).
+const char* CheckTable(size_t len, const wire::Msg& h, uint32_t max_segments) {
+  if (h.num_segments > max_segments) return "too many segments";
+  if (len - sizeof h < h.num_segments * sizeof(wire::SegEntry)) {
+    return "truncated segment table";
+  }
+  return nullptr;
+}
+
+// RxMsgs are reused: a steady exchange keeps its segment count.
+void Reset(const wire::Msg& h, RxMsg* m) {
+  const size_t n = h.num_segments;
+  if (m->segs.size() != n) {
+    m->segs.resize(n);
+    m->bulk.resize(n);
+  }
+  m->has_rma = m->has_stream = false;
+  m->seq = h.head.aux;
+  m->sender_op = h.op_id;
+}
+
 }  // namespace
+
+const char* ParseInlineMsg(const char* frame, size_t len, const wire::Msg& h,
+                           uint32_t max_segments, RxMsg* m) {
+  if (const char* why = CheckTable(len, h, max_segments)) return why;
+  // No sender operation: every segment must be inline, so the header and
+  // each segment's bytes follow the table in order, and one pass checks
+  // and places them all (the common small message).
+  const size_t n = h.num_segments;
+  const size_t table = sizeof h;
+  const size_t header = table + n * sizeof(wire::SegEntry);
+  if (len - header < h.header_len) return "truncated header";
+  Reset(h, m);
+  size_t data = header + h.header_len;
+  for (size_t i = 0; i < n; ++i) {
+    const wire::SegEntry e = DescribeSegment(frame + table, i, m);
+    if (e.mode != wire::kInline) {
+      return e.mode == wire::kRma || e.mode == wire::kStream
+                 ? "large segments without a sender operation"
+                 : "unknown segment mode";
+    }
+    if (len - data < e.length) return "truncated inline segment";
+    m->segs[i].inline_data = frame + data;
+    data += e.length;
+  }
+  m->header = frame + header;
+  m->header_len = h.header_len;
+  return nullptr;
+}
 
 Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
                 RxMsg* m) {
@@ -34,41 +84,14 @@ Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
   };
   wire::Msg h;
   if (!wire::Read(frame, len, &h)) return bad("shorter than its fixed part");
-  const size_t n = h.num_segments;
-  if (n > max_segments) return bad("too many segments");
-  size_t off = sizeof h;
-  if (len - off < n * sizeof(wire::SegEntry)) return bad("truncated segment table");
-  // RxMsgs are reused: a steady exchange keeps its segment count.
-  if (m->segs.size() != n) {
-    m->segs.resize(n);
-    m->bulk.resize(n);
-  }
-  m->has_rma = m->has_stream = false;
-  m->seq = h.head.aux;
-  m->sender_op = h.op_id;
   if (h.op_id == 0) {
-    // No sender operation: every segment must be inline, so the header and
-    // each segment's bytes follow the table in order, and one pass checks
-    // and places them all (the common small message).
-    if (len - off - n * sizeof(wire::SegEntry) < h.header_len) {
-      return bad("truncated header");
-    }
-    size_t data = off + n * sizeof(wire::SegEntry) + h.header_len;
-    for (size_t i = 0; i < n; ++i) {
-      const wire::SegEntry e = DescribeSegment(frame + off, i, m);
-      if (e.mode != wire::kInline) {
-        return bad(e.mode == wire::kRma || e.mode == wire::kStream
-                       ? "large segments without a sender operation"
-                       : "unknown segment mode");
-      }
-      if (len - data < e.length) return bad("truncated inline segment");
-      m->segs[i].inline_data = frame + data;
-      data += e.length;
-    }
-    m->header = frame + off + n * sizeof(wire::SegEntry);
-    m->header_len = h.header_len;
-    return Status();
+    const char* why = ParseInlineMsg(frame, len, h, max_segments, m);
+    return why == nullptr ? Status() : bad(why);
   }
+  if (const char* why = CheckTable(len, h, max_segments)) return bad(why);
+  const size_t n = h.num_segments;
+  size_t off = sizeof h;
+  Reset(h, m);
   size_t remote = 0;
   for (size_t i = 0; i < n; ++i) {
     const wire::SegEntry e = DescribeSegment(frame + off, i, m);

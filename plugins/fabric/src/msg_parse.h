@@ -6,6 +6,7 @@
 
 #include "messages.h"
 #include "status.h"
+#include "wire.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -21,5 +22,12 @@ namespace ferry_fabric {
 // released.
 Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
                 RxMsg* m);
+
+// ParseMsg's case of a frame without a sender operation (h.op_id == 0:
+// every segment inline), for a caller that has read the fixed part `h`
+// already: nullptr when m was filled, else why the frame is malformed
+// (ParseMsg words the error). m is then half-filled, as with ParseMsg.
+const char* ParseInlineMsg(const char* frame, size_t len, const wire::Msg& h,
+                           uint32_t max_segments, RxMsg* m);
 
 }  // namespace ferry_fabric

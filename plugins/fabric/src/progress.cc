@@ -76,9 +76,11 @@ void Context::ReadCq() {
       OpBase* op = FromContext(entries[i].op_context);
       if (op == nullptr) continue;
       switch (op->kind) {
-        case OpKind::kRecv:
-          OnRecv(static_cast<RxBuf*>(op), entries[i].len);
+        case OpKind::kRecv: {
+          auto* b = static_cast<RxBuf*>(op);
+          if (!TryInlineArrival(b, entries[i].len)) OnRecv(b, entries[i].len);
           break;
+        }
         case OpKind::kSend:
           OnSendCompletion(static_cast<TxBuf*>(op));
           break;
