@@ -249,6 +249,10 @@ void EventPump::Check(Event* e) {
       ADD_FAILURE() << "INV-6: ACCEPTED returned conn " << e->conn
                     << ", which is already an open connection";
     }
+    // A plugin may reuse a handle once it returned CLOSED for it (the ABI
+    // says the handle is then invalid): this ACCEPTED names a new
+    // connection, and the closed one it replaces stays closed (IsClosed).
+    if (it != conns_.end() && it->second.closed) reused_after_close_.insert(e->conn);
     ConnState fresh;
     fresh.transport = e->transport;
     fresh.announced = true;
@@ -474,7 +478,12 @@ Transport* EventPump::TransportOf(ferry_conn_t* conn) const {
 bool EventPump::IsClosed(ferry_conn_t* conn) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = conns_.find(conn);
-  return it != conns_.end() && it->second.closed;
+  if (it == conns_.end()) return false;
+  if (it->second.closed) return true;
+  // The handle came back with an ACCEPTED after its CLOSED: the connection
+  // the host closed under it did close, and the new one has not been
+  // close()d, so a test asking about this handle asks about the old one.
+  return !it->second.close_called && reused_after_close_.count(conn) != 0;
 }
 
 bool EventPump::CloseCalled(ferry_conn_t* conn) const {

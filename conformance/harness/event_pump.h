@@ -150,6 +150,8 @@ class EventPump {
 
   mutable std::mutex mu_;  // everything below: tests read from other threads
   std::map<ferry_conn_t*, ConnState> conns_;
+  // Handles that an ACCEPTED reused after their connection's CLOSED.
+  std::set<ferry_conn_t*> reused_after_close_;
   std::map<ferry_conn_t*, ArrivalHandler> handlers_;
   std::deque<Event> queue_;
   std::deque<std::string> recent_;

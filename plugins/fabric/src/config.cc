@@ -79,6 +79,7 @@ Config LoadConfig(uint32_t init_flags) {
   c.priority = static_cast<int32_t>(
       ferry_host_param_int(HostServices(), kPlugin, "priority", -1));
   c.domain_override = StringParam("domain_override", "");
+  c.gpu_driver = TristateParam("gpu_driver");
   c.cloexec_sweep = IntParam("cloexec_sweep", 1, 0, 1) != 0;
   return c;
 }

@@ -47,6 +47,9 @@ struct Config {
   uint32_t close_timeout_ms = 5000;
   int32_t priority = -1;  // -1: by provider (see context.cc)
   std::string domain_override;  // test-only: pretend to be elsewhere
+  // test-only: hmem=auto's GPU driver check answers this instead of
+  // looking for /dev/nvidiactl and /dev/kfd (auto: look).
+  Tristate gpu_driver = Tristate::kAuto;
   // Mark libfabric's sockets and epoll fds close-on-exec (libfabric 1.17
   // opens them without FD_CLOEXEC): see fd_hygiene.h.
   bool cloexec_sweep = true;

@@ -187,8 +187,14 @@ std::string Context::Describe() const {
        std::to_string(rx_pool_.count()) + "; ";
   d += "mr_mode " + MrModeText(registrar_->mr_mode()) +
        (registrar_->force_local() ? " (+FI_MR_LOCAL forced)" : "") + "; ";
-  d += hmem_ ? "FI_HMEM device memory: yes (CUDA); "
-             : "FI_HMEM device memory: no (host memory only); ";
+  if (hmem_) {
+    d += "FI_HMEM device memory: yes (CUDA); ";
+  } else if (!selection_.hmem_declined.empty()) {
+    d += "FI_HMEM device memory: no (host memory only; hmem=auto declined it: " +
+         selection_.hmem_declined + "); ";
+  } else {
+    d += "FI_HMEM device memory: no (host memory only); ";
+  }
   d += has_wakeup_ ? "wakeup fd: CQ FI_WAIT_FD + fi_trywait"
                    : "no wakeup fd, polled: " + no_wakeup_reason_;
   if (config_.busy_poll) d += "; busy-poll";

@@ -29,7 +29,8 @@ uint32_t ApiVersion() {
 // Asking for FI_HMEM changes which provider entries match and can move a
 // provider onto slower host-memory paths, so "auto" asks only where a GPU
 // driver is installed.
-bool GpuDriverPresent() {
+bool GpuDriverPresent(const Config& config) {
+  if (config.gpu_driver != Tristate::kAuto) return config.gpu_driver == Tristate::kOn;
   return access("/dev/nvidiactl", F_OK) == 0 || access("/dev/kfd", F_OK) == 0;
 }
 
@@ -113,7 +114,7 @@ std::vector<std::string> UsableProviders(uint32_t api_version) {
 Status SelectProvider(const Config& config, Selection* out) {
   const uint32_t api = ApiVersion();
   const bool try_hmem = config.hmem == Tristate::kOn ||
-                        (config.hmem == Tristate::kAuto && GpuDriverPresent());
+                        (config.hmem == Tristate::kAuto && GpuDriverPresent(config));
   std::vector<Attempt> attempts;
   for (bool rma : {true, false}) {
     if (rma && config.rma == Tristate::kOff) continue;
@@ -122,7 +123,9 @@ Status SelectProvider(const Config& config, Selection* out) {
     if (config.hmem != Tristate::kOn) attempts.push_back({rma, false});
   }
   int first_rc = 0;
-  for (const Attempt& a : attempts) {
+  std::string declined;
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    const Attempt& a = attempts[i];
     InfoPtr hints = MakeHints(config, a.rma, a.hmem, /*with_provider=*/true);
     if (!hints) return Error(FERRY_RESOURCE_EXHAUSTED, "fabric: fi_allocinfo failed");
     fi_info* list = nullptr;
@@ -135,10 +138,29 @@ Status SelectProvider(const Config& config, Selection* out) {
     fi_info* rest = list->next;
     list->next = nullptr;
     if (rest != nullptr) fi_freeinfo(rest);
-    out->info.reset(list);
+    InfoPtr entry(list);
+    // hmem=auto must not cost host memory its latency path: libfabric's shm
+    // provider, given FI_HMEM, offers no fi_inject at all (inject_size 0),
+    // so every small message would take a send with a completion (measured
+    // on a GPU host: the one-thread 64-byte round trip 2.1x libfabric's
+    // instead of 1.8x, and ferry's share of it twice as long). Device
+    // memory on one host is the CUDA IPC plugin's path anyway; hmem=on
+    // still takes the entry.
+    const bool next_is_host_only = i + 1 < attempts.size() &&
+                                   attempts[i + 1].rma == a.rma &&
+                                   !attempts[i + 1].hmem;
+    if (a.hmem && config.hmem == Tristate::kAuto && next_is_host_only &&
+        (entry->caps & FI_HMEM) != 0 && entry->tx_attr->inject_size == 0) {
+      declined = std::string("provider ") + entry->fabric_attr->prov_name +
+                 " offers no fi_inject with FI_HMEM, which would slow every "
+                 "small message; FERRY_FABRIC_HMEM=on takes it anyway";
+      continue;
+    }
+    out->info = std::move(entry);
     out->api_version = api;
-    out->rma = a.rma && (list->caps & FI_RMA) != 0;
-    out->hmem = a.hmem && (list->caps & FI_HMEM) != 0;
+    out->rma = a.rma && (out->info->caps & FI_RMA) != 0;
+    out->hmem = a.hmem && (out->info->caps & FI_HMEM) != 0;
+    if (!out->hmem) out->hmem_declined = declined;
     return Status();
   }
 

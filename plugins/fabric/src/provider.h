@@ -35,6 +35,9 @@ struct Selection {
   uint32_t api_version = 0;  // what fi_getinfo was asked for
   bool rma = false;          // FI_RMA granted and wanted
   bool hmem = false;         // FI_HMEM granted
+  // Why hmem=auto left FI_HMEM out although a GPU driver and a provider
+  // entry with it were there (empty otherwise); `ferry info` says it.
+  std::string hmem_declined;
 };
 
 // Runs fi_getinfo with the hints above. FERRY_UNAVAILABLE with a message that

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <memory>
@@ -17,6 +18,11 @@
 
 namespace ferry_fabric_test {
 namespace {
+
+// What the plugin's hmem=auto looks for (provider.cc).
+bool GpuDriverPresent() {
+  return access("/dev/nvidiactl", F_OK) == 0 || access("/dev/kfd", F_OK) == 0;
+}
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
@@ -102,6 +108,42 @@ TEST(FabricSelection, UnknownProviderIsUnavailableWithAClearMessage) {
   EXPECT_NE(m.find("shm"), std::string::npos) << m;
 }
 
+// On a GPU host, hmem=auto asks for FI_HMEM; libfabric's shm provider then
+// offers an entry without fi_inject (inject size 0), which would put every
+// small message on a send with a completion: auto declines it and says why,
+// hmem=on takes it. (gpu_driver=on stands in for /dev/nvidiactl; the same
+// was seen on a host with an H200 and a CUDA-enabled libfabric.)
+TEST(FabricHmem, AutoKeepsShmsInjectPathOnAGpuHost) {
+  {
+    Params p({{"provider", "shm"}, {"gpu_driver", "on"}});
+    Ctx ctx;
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    const std::string& d = ctx.t().description();
+    EXPECT_NE(d.find("FI_HMEM device memory: no"), std::string::npos) << d;
+    EXPECT_NE(d.find("hmem=auto declined it"), std::string::npos) << d;
+    EXPECT_NE(d.find("fi_inject"), std::string::npos) << d;
+    EXPECT_NE(d.find("inject 4 KiB"), std::string::npos) << d;
+    EXPECT_EQ(ctx.t().info().memory_kinds, FERRY_MEM_HOST);
+  }
+  {
+    Params p({{"provider", "shm"}, {"hmem", "on"}});
+    Ctx ctx;
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    const std::string& d = ctx.t().description();
+    EXPECT_NE(d.find("FI_HMEM device memory: yes"), std::string::npos) << d;
+    EXPECT_NE(d.find("inject 0 B"), std::string::npos) << d;
+    EXPECT_EQ(ctx.t().info().memory_kinds, FERRY_MEM_HOST | FERRY_MEM_CUDA);
+  }
+  {
+    // Without a GPU driver auto never asks.
+    Params p({{"provider", "shm"}, {"gpu_driver", "off"}});
+    Ctx ctx;
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    EXPECT_EQ(ctx.t().description().find("declined"), std::string::npos)
+        << ctx.t().description();
+  }
+}
+
 TEST_P(FabricProvider, DescribesWhatItOpenedAndClaimsOnlyWhatItDoes) {
   Params p({{"provider", provider()}});
   Ctx ctx;
@@ -110,7 +152,18 @@ TEST_P(FabricProvider, DescribesWhatItOpenedAndClaimsOnlyWhatItDoes) {
   EXPECT_NE(d.find("provider " + provider()), std::string::npos) << d;
   EXPECT_NE(d.find("fabric "), std::string::npos) << d;
   EXPECT_NE(d.find("domain "), std::string::npos) << d;
-  EXPECT_NE(d.find("FI_HMEM device memory: no"), std::string::npos) << d;
+  // Device memory is claimed exactly when the description says so; with
+  // no GPU driver there is none, and hmem=auto never takes an FI_HMEM entry
+  // that leaves host memory without fi_inject (shm's, on a GPU host).
+  const bool hmem = d.find("FI_HMEM device memory: yes") != std::string::npos;
+  EXPECT_TRUE(hmem || d.find("FI_HMEM device memory: no") != std::string::npos) << d;
+  if (!GpuDriverPresent()) {
+    EXPECT_FALSE(hmem) << "no GPU driver here: " << d;
+  }
+  if (provider() == "shm") {
+    EXPECT_FALSE(hmem) << d;
+    EXPECT_NE(d.find("inject 4 KiB"), std::string::npos) << d;
+  }
   EXPECT_NE(d.find("RMA read"), std::string::npos) << d;
   EXPECT_EQ(ctx.t().domain().rfind("fabric:" + provider() + ":", 0), 0u)
       << ctx.t().domain();
@@ -120,7 +173,8 @@ TEST_P(FabricProvider, DescribesWhatItOpenedAndClaimsOnlyWhatItDoes) {
   EXPECT_TRUE(info.caps & FERRY_CAP_ZERO_COPY_RECV);
   EXPECT_FALSE(info.caps & FERRY_CAP_DETECTS_PEER_DEATH)
       << "an RDM provider need not notice a dead peer: heartbeats must";
-  EXPECT_EQ(info.memory_kinds, FERRY_MEM_HOST) << "no GPU here";
+  EXPECT_EQ(info.memory_kinds, hmem ? (FERRY_MEM_HOST | FERRY_MEM_CUDA) : FERRY_MEM_HOST)
+      << d;
   if (provider() == "shm") {
     // shm's CQ has no wait object: no wakeup fd, the host polls.
     EXPECT_FALSE(info.caps & FERRY_CAP_WAKEUP_FD);
