@@ -85,10 +85,11 @@ Status Context::Place(Conn* c, const ferry_place_args_t& a) {
                    static_cast<unsigned long long>(m->segs[i].length));
     }
     if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) &&
-        !IsHostMemory(d->device) && !(hmem_ && m->bulk[i].mode == wire::kRma)) {
+        !IsHostMemory(d->device) && !(cuda_ && m->bulk[i].mode == wire::kRma)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "fabric: place() destination %zu is device memory (type "
-                   "%d), which provider %s cannot write here (needs FI_HMEM)",
+                   "%d), which provider %s cannot write here (needs FI_HMEM and "
+                   "a libfabric that registers CUDA memory: see ferry info)",
                    i, d->device.type, provider_.c_str());
     }
     if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, mr) && d->mr != nullptr &&

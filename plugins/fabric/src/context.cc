@@ -84,25 +84,45 @@ Status Context::Init(const char* instance) {
   RemoveStaleShmRegions();  // before any endpoint of this pid opens one
   endpoint_ = std::make_unique<Endpoint>();
   st = endpoint_->Open(info, /*want_wait_fd=*/!config_.busy_poll);
+  // FI_HMEM says the provider knows device memory; whether this libfabric
+  // can register CUDA memory (built with CUDA, driver usable) it only says
+  // when asked. Seen on a GPU host whose distribution libfabric has no CUDA
+  // support: a CUDA segment then went out as if it were host memory and its
+  // transfer never completed.
+  if (st.ok() && hmem_) no_cuda_ = CudaRegistrationFailure(endpoint_->domain(), provider_);
+  if (!no_cuda_.empty() && config_.hmem == Tristate::kAuto) {
+    st = Error(FERRY_UNAVAILABLE, "%s", no_cuda_.c_str());
+  }
   if (!st.ok() && hmem_ && config_.hmem == Tristate::kAuto) {
     // hmem=auto found a GPU driver and a provider entry with FI_HMEM, but
-    // the provider could not open it (no usable CUDA runtime, say): host
-    // memory only, rather than no transport at all.
+    // the provider could not open it (no usable CUDA runtime, say) or
+    // cannot register CUDA memory: host memory only, rather than no
+    // transport at all (or FI_HMEM's cost for nothing).
     FAB_LOG(FERRY_LOG_WARN,
             "provider %s with FI_HMEM failed (%s); retrying without device "
             "memory support (set FERRY_FABRIC_HMEM=off to skip this)",
             provider_.c_str(), st.message.c_str());
+    const std::string why = st.message;
     Config host_only = config_;
     host_only.hmem = Tristate::kOff;
     endpoint_ = std::make_unique<Endpoint>();
     st = SelectProvider(host_only, &selection_);
     if (!st.ok()) return st;
+    selection_.hmem_declined = why;
     info = selection_.info.get();
     rma_ = selection_.rma;
     hmem_ = selection_.hmem;
+    no_cuda_.clear();
     st = endpoint_->Open(info, /*want_wait_fd=*/!config_.busy_poll);
   }
   if (!st.ok()) return st;
+  cuda_ = hmem_ && no_cuda_.empty();
+  if (hmem_ && !cuda_) {
+    FAB_LOG(FERRY_LOG_WARN,
+            "hmem=on: %s; CUDA segments will be refused (set FERRY_FABRIC_HMEM=off "
+            "to keep fi_inject, or use a libfabric built with CUDA)",
+            no_cuda_.c_str());
+  }
 
   // Limits: an eager frame must fit the provider's message size, and a
   // header plus a full segment table plus RMA descriptors must fit a frame.
@@ -187,8 +207,10 @@ std::string Context::Describe() const {
        std::to_string(rx_pool_.count()) + "; ";
   d += "mr_mode " + MrModeText(registrar_->mr_mode()) +
        (registrar_->force_local() ? " (+FI_MR_LOCAL forced)" : "") + "; ";
-  if (hmem_) {
+  if (cuda_) {
     d += "FI_HMEM device memory: yes (CUDA); ";
+  } else if (hmem_) {
+    d += "FI_HMEM device memory: no (FI_HMEM opened, hmem=on, but " + no_cuda_ + "); ";
   } else if (!selection_.hmem_declined.empty()) {
     d += "FI_HMEM device memory: no (host memory only; hmem=auto declined it: " +
          selection_.hmem_declined + "); ";
@@ -223,7 +245,7 @@ void Context::Query(ferry_context_info_t* info) const {
               (has_wakeup_ ? FERRY_CAP_WAKEUP_FD : 0) |
               (config_.busy_poll ? FERRY_CAP_BUSY_POLL : 0) |
               (rma_ ? FERRY_CAP_ZERO_COPY_RECV : 0);
-  full.memory_kinds = FERRY_MEM_HOST | (hmem_ && rma_ ? FERRY_MEM_CUDA : 0);
+  full.memory_kinds = FERRY_MEM_HOST | (cuda_ && rma_ ? FERRY_MEM_CUDA : 0);
   full.max_message_size = config_.max_message_size;
   full.max_inline_size = max_inline_;
   full.max_segments = config_.max_segments;

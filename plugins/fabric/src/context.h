@@ -275,7 +275,9 @@ class Context {
   size_t inject_size_ = 0;
   uint64_t max_read_ = 0;  // largest single fi_read
   bool rma_ = false;
-  bool hmem_ = false;
+  bool hmem_ = false;  // FI_HMEM opened
+  bool cuda_ = false;  // ... and CUDA memory registers: device segments move
+  std::string no_cuda_;  // why not, when FI_HMEM is open and CUDA is not
 
   // Buffers.
   RxPool rx_pool_;

@@ -41,6 +41,28 @@ Registrar::Registrar(fid_domain* domain, fid_ep* ep, uint64_t mr_mode,
       hmem_mode_((mr_mode & FI_MR_HMEM) != 0),
       provider_(std::move(provider)) {}
 
+std::string CudaRegistrationFailure(fid_domain* domain, const std::string& provider) {
+  static char probe[64];
+  iovec iov{probe, sizeof probe};
+  fi_mr_attr attr{};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  attr.access = FI_RECV | FI_REMOTE_READ;
+  attr.requested_key = ~uint64_t{0} >> 1;  // far above the Registrar's keys
+  attr.iface = FI_HMEM_CUDA;
+  attr.device.cuda = 0;
+  fid_mr* mr = nullptr;
+  const int rc = fi_mr_regattr(domain, &attr, 0, &mr);
+  if (rc == 0) {
+    fi_close(&mr->fid);
+    return std::string();
+  }
+  if (rc != -FI_ENOSYS) return std::string();
+  return "libfabric's provider " + provider + " cannot register CUDA memory (" +
+         FiText("fi_mr_regattr(FI_HMEM_CUDA)", rc, provider) +
+         "): a libfabric built without CUDA support, or no usable CUDA driver";
+}
+
 Status Registrar::Register(const void* data, uint64_t length,
                            ferry_device_t device, uint64_t access,
                            fid_mr** out) {

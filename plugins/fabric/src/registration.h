@@ -56,6 +56,14 @@ inline bool IsHostMemory(ferry_device_t d) {
          d.type == 0;
 }
 
+// Empty when `domain` can register CUDA memory, else why not, in words for
+// `ferry info`. libfabric checks that the CUDA interface is initialised (a
+// libfabric built with CUDA support, a usable driver) before it looks at
+// the buffer, and answers -FI_ENOSYS when it is not; so a small host buffer
+// registered as CUDA memory is enough to ask (where CUDA works it fails
+// otherwise, or not at all, and either means yes).
+std::string CudaRegistrationFailure(fid_domain* domain, const std::string& provider);
+
 class Registrar {
  public:
   Registrar(fid_domain* domain, fid_ep* ep, uint64_t mr_mode, bool rma,

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -18,6 +19,14 @@
 
 namespace ferry_fabric_test {
 namespace {
+
+// libcuda.so.1, without which no libfabric can register CUDA memory.
+bool CudaDriverInstalled() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return false;
+  dlclose(lib);
+  return true;
+}
 
 // What the plugin's hmem=auto looks for (provider.cc).
 bool GpuDriverPresent() {
@@ -30,42 +39,6 @@ void* Cookie(uintptr_t v) { return reinterpret_cast<void*>(v); }
 
 // Answers the next arrival on `conn` by placing its segments into `dests`
 // (NULL = drop) and waits for PLACE_DONE; returns its status.
-ferry_status_t PlaceNext(Ctx* rx, Ctx* tx, ferry_conn_t* conn,
-                         const std::vector<std::pair<void*, uint64_t>>& dests,
-                         Event* arrival_out = nullptr,
-                         const std::vector<ferry_mr_t*>& mrs = {}) {
-  if (!PumpUntil({rx, tx}, [&] { return rx->Has(FERRY_EV_ARRIVAL, conn); })) {
-    ADD_FAILURE() << "no ARRIVAL";
-    return FERRY_UNKNOWN;
-  }
-  Event a = rx->Take(FERRY_EV_ARRIVAL, conn);
-  std::vector<ferry_place_dest_t> d(a.segments.size());
-  for (size_t i = 0; i < d.size(); ++i) {
-    d[i].struct_size = FERRY_PLACE_DEST_STRUCT_SIZE;
-    d[i].data = i < dests.size() ? dests[i].first : nullptr;
-    d[i].capacity = i < dests.size() ? dests[i].second : 0;
-    d[i].device = {FERRY_DEVICE_CPU, 0};
-    d[i].mr = i < mrs.size() ? mrs[i] : nullptr;
-  }
-  ferry_place_args_t p{};
-  p.struct_size = FERRY_PLACE_ARGS_STRUCT_SIZE;
-  p.num_dests = static_cast<uint32_t>(d.size());
-  p.msg_id = a.msg_id;
-  p.dests = d.data();
-  p.dest_stride = sizeof(ferry_place_dest_t);
-  p.user_data = Cookie(0x91ACE);
-  ferry::Status st = rx->t().Place(conn, p);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  if (arrival_out != nullptr) *arrival_out = a;
-  if (!PumpUntil({rx, tx}, [&] { return rx->Has(FERRY_EV_PLACE_DONE, conn); })) {
-    ADD_FAILURE() << "no PLACE_DONE";
-    return FERRY_UNKNOWN;
-  }
-  Event done = rx->Take(FERRY_EV_PLACE_DONE, conn);
-  EXPECT_EQ(done.user_data, Cookie(0x91ACE));
-  return done.status;
-}
-
 ferry_mr_t* Register(Ctx* ctx, void* data, uint64_t length, uint32_t access) {
   ferry_reg_args_t r{};
   r.struct_size = FERRY_REG_ARGS_STRUCT_SIZE;
@@ -130,9 +103,15 @@ TEST(FabricHmem, AutoKeepsShmsInjectPathOnAGpuHost) {
     Ctx ctx;
     ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
     const std::string& d = ctx.t().description();
-    EXPECT_NE(d.find("FI_HMEM device memory: yes"), std::string::npos) << d;
     EXPECT_NE(d.find("inject 0 B"), std::string::npos) << d;
-    EXPECT_EQ(ctx.t().info().memory_kinds, FERRY_MEM_HOST | FERRY_MEM_CUDA);
+    // CUDA is claimed only where this libfabric registers CUDA memory
+    // (Debian's and Ubuntu's are built without CUDA support).
+    const bool cuda = d.find("FI_HMEM device memory: yes (CUDA)") != std::string::npos;
+    EXPECT_EQ(ctx.t().info().memory_kinds,
+              cuda ? (FERRY_MEM_HOST | FERRY_MEM_CUDA) : FERRY_MEM_HOST);
+    if (!cuda) {
+      EXPECT_NE(d.find("cannot register CUDA memory"), std::string::npos) << d;
+    }
   }
   {
     // Without a GPU driver auto never asks.
@@ -142,6 +121,64 @@ TEST(FabricHmem, AutoKeepsShmsInjectPathOnAGpuHost) {
     EXPECT_EQ(ctx.t().description().find("declined"), std::string::npos)
         << ctx.t().description();
   }
+}
+
+// Where FI_HMEM is open but this libfabric cannot register CUDA memory (a
+// distribution build without CUDA support: the case of the GPU host this
+// was found on, where such a segment's transfer never completed), a CUDA
+// segment or destination is refused at once with the reason, and nothing
+// is sent.
+TEST(FabricHmem, CudaMemoryRefusedWhereLibfabricCannotRegisterIt) {
+  Params p({{"provider", "shm"}, {"hmem", "on"}});
+  Ctx a, b;
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
+  const bool claimed = (a.t().info().memory_kinds & FERRY_MEM_CUDA) != 0;
+  if (!CudaDriverInstalled()) {
+    // No libfabric registers CUDA memory without the driver.
+    ASSERT_FALSE(claimed) << a.t().description();
+  } else if (claimed) {
+    GTEST_SKIP() << "this libfabric registers CUDA memory (fabric_hmem_cuda_test "
+                    "moves device memory here)";
+  }
+  Link link;
+  ASSERT_TRUE(Connect(&b, &a, &link));
+  // Never dereferenced: the segment must be refused before it is touched.
+  const void* device_ptr = reinterpret_cast<const void*>(uintptr_t{0x7f0000000000});
+  ferry::Status st = SendMessage(&a, link.client, "gpu", {{device_ptr, 1 << 20}},
+                                 Cookie(7), {}, {FERRY_DEVICE_CUDA, 0});
+  EXPECT_EQ(st.code(), FERRY_INVALID_ARGUMENT) << st.ToString();
+  EXPECT_NE(st.message().find("device memory"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("CUDA"), std::string::npos) << st.message();
+  EXPECT_FALSE(a.Has(FERRY_EV_SEND_DONE, link.client));
+  // A host message still goes, and a CUDA destination for it is refused.
+  std::vector<uint8_t> data(64 << 10);
+  Fill(data.data(), data.size(), 3);
+  ASSERT_TRUE(SendMessage(&a, link.client, "host", {{data.data(), data.size()}},
+                          Cookie(8)).ok());
+  ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_ARRIVAL, link.server); }));
+  Event arrival = b.Take(FERRY_EV_ARRIVAL, link.server);
+  ASSERT_EQ(arrival.segments.size(), 1u);
+  ferry_place_dest_t d{};
+  d.struct_size = FERRY_PLACE_DEST_STRUCT_SIZE;
+  d.data = reinterpret_cast<void*>(uintptr_t{0x7f0000000000});
+  d.capacity = data.size();
+  d.device = {FERRY_DEVICE_CUDA, 0};
+  ferry_place_args_t pa{};
+  pa.struct_size = FERRY_PLACE_ARGS_STRUCT_SIZE;
+  pa.num_dests = 1;
+  pa.msg_id = arrival.msg_id;
+  pa.dests = &d;
+  pa.dest_stride = sizeof d;
+  if (!arrival.segments[0].is_inline) {
+    st = b.t().Place(link.server, pa);
+    EXPECT_EQ(st.code(), FERRY_INVALID_ARGUMENT) << st.ToString();
+    EXPECT_NE(st.message().find("CUDA"), std::string::npos) << st.message();
+  }
+  // Refused, the arrival is still there to answer.
+  std::vector<uint8_t> got(data.size());
+  ASSERT_EQ(PlaceArrival(&b, &a, link.server, arrival, {{got.data(), got.size()}}), FERRY_OK);
+  EXPECT_EQ(got, data);
+  CloseLink(&b, &a, link);
 }
 
 TEST_P(FabricProvider, DescribesWhatItOpenedAndClaimsOnlyWhatItDoes) {

@@ -147,13 +147,14 @@ void CloseLink(Ctx* server, Ctx* client, const Link& link) {
 
 ferry::Status SendMessage(Ctx* ctx, ferry_conn_t* conn, const std::string& header,
                           const std::vector<std::pair<const void*, uint64_t>>& segs,
-                          void* user_data, const std::vector<ferry_mr_t*>& mrs) {
+                          void* user_data, const std::vector<ferry_mr_t*>& mrs,
+                          ferry_device_t device) {
   std::vector<ferry_segment_t> s(segs.size());
   for (size_t i = 0; i < segs.size(); ++i) {
     s[i].struct_size = FERRY_SEGMENT_STRUCT_SIZE;
     s[i].data = segs[i].first;
     s[i].length = segs[i].second;
-    s[i].device = {FERRY_DEVICE_CPU, 0};
+    s[i].device = device;
     s[i].mr = i < mrs.size() ? mrs[i] : nullptr;
   }
   ferry_send_args_t a{};
@@ -169,6 +170,51 @@ ferry::Status SendMessage(Ctx* ctx, ferry_conn_t* conn, const std::string& heade
     if (st.code() != FERRY_UNAVAILABLE) return st;
     ctx->PollOnce();
   }
+}
+
+ferry_status_t PlaceNext(Ctx* rx, Ctx* tx, ferry_conn_t* conn,
+                         const std::vector<std::pair<void*, uint64_t>>& dests,
+                         Event* arrival_out, const std::vector<ferry_mr_t*>& mrs,
+                         ferry_device_t device) {
+  if (!PumpUntil({rx, tx}, [&] { return rx->Has(FERRY_EV_ARRIVAL, conn); })) {
+    ADD_FAILURE() << "no ARRIVAL";
+    return FERRY_UNKNOWN;
+  }
+  Event a = rx->Take(FERRY_EV_ARRIVAL, conn);
+  if (arrival_out != nullptr) *arrival_out = a;
+  return PlaceArrival(rx, tx, conn, a, dests, mrs, device);
+}
+
+ferry_status_t PlaceArrival(Ctx* rx, Ctx* tx, ferry_conn_t* conn, const Event& a,
+                            const std::vector<std::pair<void*, uint64_t>>& dests,
+                            const std::vector<ferry_mr_t*>& mrs, ferry_device_t device) {
+  void* const cookie = reinterpret_cast<void*>(uintptr_t{0x91ACE});
+  std::vector<ferry_place_dest_t> d(a.segments.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    d[i].struct_size = FERRY_PLACE_DEST_STRUCT_SIZE;
+    d[i].data = i < dests.size() ? dests[i].first : nullptr;
+    d[i].capacity = i < dests.size() ? dests[i].second : 0;
+    d[i].device = device;
+    d[i].mr = i < mrs.size() ? mrs[i] : nullptr;
+  }
+  ferry_place_args_t p{};
+  p.struct_size = FERRY_PLACE_ARGS_STRUCT_SIZE;
+  p.num_dests = static_cast<uint32_t>(d.size());
+  p.msg_id = a.msg_id;
+  p.dests = d.data();
+  p.dest_stride = sizeof(ferry_place_dest_t);
+  p.user_data = cookie;
+  ferry::Status st = rx->t().Place(conn, p);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  if (!st.ok()) return st.code();
+  if (!PumpUntil({rx, tx}, [&] { return rx->Has(FERRY_EV_PLACE_DONE, conn); })) {
+    ADD_FAILURE() << "no PLACE_DONE";
+    return FERRY_UNKNOWN;
+  }
+  Event done = rx->Take(FERRY_EV_PLACE_DONE, conn);
+  EXPECT_EQ(done.user_data, cookie);
+  EXPECT_TRUE(done.status == FERRY_OK || !done.message.empty());
+  return done.status;
 }
 
 void Fill(void* data, size_t n, uint64_t seed) {

@@ -85,11 +85,28 @@ bool Connect(Ctx* server, Ctx* client, Link* link);
 // Closes both ends and waits for CLOSED on each.
 void CloseLink(Ctx* server, Ctx* client, const Link& link);
 
-// Sends one message (header + segments); retries on back-pressure.
+// Sends one message (header + segments, all in `device` memory); retries
+// on back-pressure.
 ferry::Status SendMessage(Ctx* ctx, ferry_conn_t* conn, const std::string& header,
                           const std::vector<std::pair<const void*, uint64_t>>& segs,
                           void* user_data,
-                          const std::vector<ferry_mr_t*>& mrs = {});
+                          const std::vector<ferry_mr_t*>& mrs = {},
+                          ferry_device_t device = {FERRY_DEVICE_CPU, 0});
+
+// Waits for the next ARRIVAL on `conn` of `rx` (driving `tx` too), answers
+// it with place() into `dests` (in `device` memory; segments past the list
+// are dropped), and waits for its PLACE_DONE: its status, FERRY_UNKNOWN
+// (and a test failure) if either never came. *arrival_out gets the ARRIVAL.
+ferry_status_t PlaceNext(Ctx* rx, Ctx* tx, ferry_conn_t* conn,
+                         const std::vector<std::pair<void*, uint64_t>>& dests,
+                         Event* arrival_out = nullptr,
+                         const std::vector<ferry_mr_t*>& mrs = {},
+                         ferry_device_t device = {FERRY_DEVICE_CPU, 0});
+// The same for an ARRIVAL the test has taken already.
+ferry_status_t PlaceArrival(Ctx* rx, Ctx* tx, ferry_conn_t* conn, const Event& arrival,
+                            const std::vector<std::pair<void*, uint64_t>>& dests,
+                            const std::vector<ferry_mr_t*>& mrs = {},
+                            ferry_device_t device = {FERRY_DEVICE_CPU, 0});
 
 // Fills `n` bytes with a pattern derived from `seed`.
 void Fill(void* data, size_t n, uint64_t seed);
