@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The fabric plugin on a lent GPU machine (the `device` tool), which has
+# neither this repository's dependencies nor a network:
+#   scripts/gpu-host-check.sh bundle [BUILD_DIR]   (here) copies what the
+#       check needs from a RelWithDebInfo build (default build-bench) into
+#       build-gpu/ (ignored by git; ~9 MB, stripped), with libtensorpipe and
+#       libuv for ferry-bench-transport and Debian's fi_pingpong;
+#   bash build-gpu/run.sh                          (there, carry build-gpu)
+#       runs, writing into $OUT: ferry info with hmem auto and on,
+#       conformance on shm (auto, hmem=on) and tcp;ofi_rxm,
+#       fabric_hmem_cuda_test, fabric_plugin_test, ferry-bench-fabric-cpu
+#       and the 64 B / 4 MiB / 64 MiB benchmark beside fi_pingpong.
+# The machine's own libfabric is used (libfabric.so.1); the tests whose
+# binaries name the build tree's plugin directory find it through a link.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ "${1:-}" = bundle ] || { echo "usage: $0 bundle [BUILD_DIR]" >&2; exit 2; }
+build=${2:-$root/build-bench}
+g=$root/build-gpu
+rm -rf "$g"
+mkdir -p "$g/bin" "$g/lib/ferry/plugins" "$g/lib/extra"
+for b in ferry ferry-info ferry-conformance fabric_plugin_test fabric_hmem_cuda_test \
+         ferry-bench-transport ferry-bench-fabric-cpu; do
+  cp "$build/bin/$b" "$g/bin/"
+done
+cp "$build"/lib/ferry/plugins/*.so "$g/lib/ferry/plugins/"
+cp -P "$build"/lib/libferry.so* "$g/lib/"
+cp /usr/bin/fi_pingpong "$g/bin/"
+for l in libtensorpipe.so.0 libuv.so.1; do
+  p=$(ldconfig -p | awk -v l="$l" '$1 == l {print $NF; exit}')
+  [ -n "$p" ] && cp -L "$p" "$g/lib/extra/"
+done
+strip --strip-debug "$g"/bin/ferry* "$g"/bin/fabric_* "$g"/lib/ferry/plugins/*.so \
+  "$g"/lib/libferry.so.*.*.* "$g"/lib/extra/* 2>/dev/null || true
+cat > "$g/run.sh" <<'RUN'
+#!/bin/bash
+set -u
+G=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH=$G/lib/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PATH=$G/bin:$PATH
+export FERRY_PLUGIN_PATH=$G/lib/ferry/plugins FI_TCP_IFACE=lo
+O=${OUT:-/tmp/out}; mkdir -p "$O"
+[ -e /work/main/build-bench/lib/ferry/plugins ] || { mkdir -p /work/main/build-bench/lib/ferry && ln -s "$G/lib/ferry/plugins" /work/main/build-bench/lib/ferry/plugins; }
+{ uname -a; nproc; lscpu | grep -E "Model name|Thread|Socket|NUMA node0"; ls -l /dev/nvidiactl; nvidia-smi -L
+  f=$(ldd "$G/lib/ferry/plugins/libferry-fabric.so" | awk '/libfabric/ {print $3}')
+  echo "libfabric: $f; CUDA strings in it: $(strings "$f" | grep -c -i 'libcuda')"
+  nvidia-smi --query-gpu=driver_version --format=csv,noheader; } > "$O/machine.txt" 2>&1
+for prov in shm "tcp;ofi_rxm"; do
+  tag=${prov%%;*}
+  FERRY_FABRIC_PROVIDER="$prov" timeout 60 ferry info > "$O/info-$tag.txt" 2>&1; echo "info $tag rc=$?" >> "$O/summary.txt"
+  FERRY_FABRIC_PROVIDER="$prov" FERRY_FABRIC_HMEM=on timeout 60 ferry info > "$O/info-hmem-on-$tag.txt" 2>&1; echo "info hmem=on $tag rc=$?" >> "$O/summary.txt"
+  FERRY_FABRIC_PROVIDER="$prov" timeout 120 ferry-conformance --plugin fabric > "$O/conformance-$tag.txt" 2>&1; echo "conformance $tag rc=$?" >> "$O/summary.txt"
+done
+FERRY_FABRIC_PROVIDER=shm FERRY_FABRIC_HMEM=on timeout 120 ferry-conformance --plugin fabric > "$O/conformance-shm-hmem-on.txt" 2>&1; echo "conformance shm hmem=on rc=$?" >> "$O/summary.txt"
+FERRY_FABRIC_HMEM=on timeout 60 ferry-bench-fabric-cpu --provider shm > "$O/fabric-cpu-shm-hmem-on.txt" 2>&1
+timeout 240 fabric_hmem_cuda_test > "$O/fabric_hmem_cuda_test.txt" 2>&1; echo "fabric_hmem_cuda_test rc=$?" >> "$O/summary.txt"
+timeout 240 fabric_plugin_test > "$O/fabric_plugin_test.txt" 2>&1; echo "fabric_plugin_test rc=$?" >> "$O/summary.txt"
+for i in 1 2 3; do timeout 60 ferry-bench-fabric-cpu --provider shm >> "$O/fabric-cpu-shm.txt" 2>&1; done
+for i in 1 2 3; do FERRY_FABRIC_PROVIDER=shm timeout 120 ferry-bench-transport --plugin fabric --sizes 64,4M,64M --mode busy --json "$O/fabric-shm-$i.json" > "$O/fabric-shm-$i.txt" 2>&1; echo "bench shm $i rc=$?" >> "$O/summary.txt"; done
+FERRY_FABRIC_PROVIDER="tcp;ofi_rxm" timeout 180 ferry-bench-transport --plugin fabric --sizes 64,4M,64M --mode busy --json "$O/fabric-tcp-1.json" > "$O/fabric-tcp-1.txt" 2>&1; echo "bench tcp rc=$?" >> "$O/summary.txt"
+cat "$O/summary.txt" "$O/machine.txt"
+grep -h "Skipped\|SKIPPED\|FAILED" "$O/fabric_hmem_cuda_test.txt" | cut -c1-300 | head -6
+grep -h "fi_pingpong (.*) 64 round trip\|ferry adds" "$O"/fabric-*.txt
+grep -h "passed, " "$O"/conformance-*.txt
+RUN
+chmod +x "$g/run.sh"
+du -sh "$g"
+echo "now: run 'bash build-gpu/run.sh' on the device with carry [\"build-gpu\"]"
