@@ -124,6 +124,8 @@ Status SelectProvider(const Config& config, Selection* out) {
   }
   int first_rc = 0;
   std::string declined;
+  InfoPtr declined_entry;  // taken after all if nothing else matches
+  bool declined_rma = false;
   for (size_t i = 0; i < attempts.size(); ++i) {
     const Attempt& a = attempts[i];
     InfoPtr hints = MakeHints(config, a.rma, a.hmem, /*with_provider=*/true);
@@ -144,8 +146,8 @@ Status SelectProvider(const Config& config, Selection* out) {
     // so every small message would take a send with a completion (measured
     // on a GPU host: the one-thread 64-byte round trip 2.1x libfabric's
     // instead of 1.8x, and ferry's share of it twice as long). Device
-    // memory on one host is the CUDA IPC plugin's path anyway; hmem=on
-    // still takes the entry.
+    // memory between processes of one host is the CUDA IPC transport's
+    // (DESIGN.md); hmem=on still takes the entry.
     const bool next_is_host_only = i + 1 < attempts.size() &&
                                    attempts[i + 1].rma == a.rma &&
                                    !attempts[i + 1].hmem;
@@ -154,6 +156,10 @@ Status SelectProvider(const Config& config, Selection* out) {
       declined = std::string("provider ") + entry->fabric_attr->prov_name +
                  " offers no fi_inject with FI_HMEM, which would slow every "
                  "small message; FERRY_FABRIC_HMEM=on takes it anyway";
+      if (!declined_entry) {
+        declined_entry = std::move(entry);
+        declined_rma = a.rma;
+      }
       continue;
     }
     out->info = std::move(entry);
@@ -161,6 +167,15 @@ Status SelectProvider(const Config& config, Selection* out) {
     out->rma = a.rma && (out->info->caps & FI_RMA) != 0;
     out->hmem = a.hmem && (out->info->caps & FI_HMEM) != 0;
     if (!out->hmem) out->hmem_declined = declined;
+    return Status();
+  }
+  if (declined_entry) {
+    // No host-memory entry after all: the FI_HMEM one, without inject, is
+    // better than none.
+    out->info = std::move(declined_entry);
+    out->api_version = api;
+    out->rma = declined_rma && (out->info->caps & FI_RMA) != 0;
+    out->hmem = true;
     return Status();
   }
 
