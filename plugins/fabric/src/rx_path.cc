@@ -134,7 +134,12 @@ bool Context::TryInlineArrival(RxBuf* b, size_t len) {
 
 bool Context::OnMsg(RxBuf* b, size_t len) {
   wire::Msg h;
-  wire::Read(b->data, len, &h);
+  if (!wire::Read(b->data, len, &h)) {
+    // Too short to name its connection: nobody's message to break.
+    FAB_LOG(FERRY_LOG_WARN, "dropping a %zu-byte MSG frame: shorter than its fixed part",
+            len);
+    return false;
+  }
   Conn* c = conns_.Find(h.head.dst);
   if (c == nullptr || c->close_called) return false;  // closed: dropped
   if (c->state == Conn::State::kBroken && !c->peer_closed) return false;
