@@ -166,8 +166,8 @@ int Main(int argc, char** argv) {
   auto run_raw = [&](long n) { raw.RoundTrips(n); };
   auto run_ferry = [&](long n) { ferry->RoundTrips(n, 0); };
   // Warm-up: caches, the provider's first-touch faults (its command queue).
-  run_raw(20 * per_round / 2 + 1000);
-  run_ferry(20 * per_round / 2 + 1000);
+  run_raw(10 * per_round);
+  run_ferry(10 * per_round);
   Series r, f;
   std::vector<double> ratio;
   for (long k = 0; k < rounds; ++k) {

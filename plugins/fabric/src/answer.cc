@@ -85,7 +85,7 @@ Status Context::Place(Conn* c, const ferry_place_args_t& a) {
                    static_cast<unsigned long long>(m->segs[i].length));
     }
     if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) &&
-        !IsHostMemory(d->device) && !(cuda_ && m->bulk[i].mode == wire::kRma)) {
+        !IsHostMemory(d->device) && !(CudaMemory() && m->bulk[i].mode == wire::kRma)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "fabric: place() destination %zu is device memory (type "
                    "%d), which provider %s cannot write here (needs FI_HMEM and "

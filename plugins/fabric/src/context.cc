@@ -116,8 +116,7 @@ Status Context::Init(const char* instance) {
     st = endpoint_->Open(info, /*want_wait_fd=*/!config_.busy_poll);
   }
   if (!st.ok()) return st;
-  cuda_ = hmem_ && no_cuda_.empty();
-  if (hmem_ && !cuda_) {
+  if (hmem_ && !CudaMemory()) {
     FAB_LOG(FERRY_LOG_WARN,
             "hmem=on: %s; CUDA segments will be refused (set FERRY_FABRIC_HMEM=off "
             "to keep fi_inject, or use a libfabric built with CUDA)",
@@ -207,7 +206,7 @@ std::string Context::Describe() const {
        std::to_string(rx_pool_.count()) + "; ";
   d += "mr_mode " + MrModeText(registrar_->mr_mode()) +
        (registrar_->force_local() ? " (+FI_MR_LOCAL forced)" : "") + "; ";
-  if (cuda_) {
+  if (CudaMemory()) {
     d += "FI_HMEM device memory: yes (CUDA); ";
   } else if (hmem_) {
     d += "FI_HMEM device memory: no (FI_HMEM opened, hmem=on, but " + no_cuda_ + "); ";
@@ -245,7 +244,7 @@ void Context::Query(ferry_context_info_t* info) const {
               (has_wakeup_ ? FERRY_CAP_WAKEUP_FD : 0) |
               (config_.busy_poll ? FERRY_CAP_BUSY_POLL : 0) |
               (rma_ ? FERRY_CAP_ZERO_COPY_RECV : 0);
-  full.memory_kinds = FERRY_MEM_HOST | (cuda_ && rma_ ? FERRY_MEM_CUDA : 0);
+  full.memory_kinds = FERRY_MEM_HOST | (CudaMemory() && rma_ ? FERRY_MEM_CUDA : 0);
   full.max_message_size = config_.max_message_size;
   full.max_inline_size = max_inline_;
   full.max_segments = config_.max_segments;

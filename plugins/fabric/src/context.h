@@ -276,8 +276,9 @@ class Context {
   uint64_t max_read_ = 0;  // largest single fi_read
   bool rma_ = false;
   bool hmem_ = false;  // FI_HMEM opened
-  bool cuda_ = false;  // ... and CUDA memory registers: device segments move
-  std::string no_cuda_;  // why not, when FI_HMEM is open and CUDA is not
+  std::string no_cuda_;  // why CUDA memory does not register, FI_HMEM open
+  // FI_HMEM open and CUDA memory registers: device segments move.
+  bool CudaMemory() const { return hmem_ && no_cuda_.empty(); }
 
   // Buffers.
   RxPool rx_pool_;

@@ -95,7 +95,7 @@ Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
                    static_cast<unsigned long long>(s->length));
     }
     if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device) &&
-        !IsHostMemory(s->device) && !(cuda_ && rma_)) {
+        !IsHostMemory(s->device) && !(CudaMemory() && rma_)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "fabric: segment %u is in device memory (type %d), which "
                    "provider %s cannot move here (needs FI_HMEM, FI_RMA and a "

@@ -116,7 +116,7 @@ bool Context::TryInlineArrival(RxBuf* b, size_t len) {
   Conn* c = conns_.Find(h.head.dst);
   if (c == nullptr || !c->Open() || c->peer_closed || c->held != nullptr ||
       !c->ready.empty() || !c->early.empty() || h.head.aux != c->expected_seq ||
-      Spilling(rx_posted_ - 1)) {
+      Spilling(rx_posted_ - 1)) {  // b still counts as posted here
     return false;
   }
   RxMsg* m = NewRxMsg();
