@@ -11,7 +11,9 @@ One column per polling mode (busy, sleep); rows:
 Reads schema 2 (any number of references: tcp has raw TCP; shm has the raw
 shm ring and TensorPipe's shm; fabric the raw libfabric floor and
 fi_pingpong) and schema 1 (ferry and raw TCP only). A batch reference
-(fi_pingpong: "batch": true) has only a mean: crosses, and ratios of means.
+(fi_pingpong: "batch": true) has only a mean, of its loop timed whole:
+crosses, and ratios to ferry's loop mean (as many round trips again, timed
+as one loop; files without loop means fall back to ferry's plain mean).
 
 Usage: plot_transport.py RESULTS.json OUT.png [--title TEXT]
                          [--latency-target 1.2] [--bandwidth-target 0.9]
@@ -44,14 +46,23 @@ def size_label(n, _pos=None):
 
 
 def normalise(data):
-    """Schema 1 had one reference, "raw" (raw TCP), and a flat "ratio"."""
-    if data.get("schema_version", 1) >= 2:
-        return data
-    data["references"] = [{"key": "raw", "label": "raw TCP",
-                           "measured": True}]
+    """Schema 1 had one reference, "raw" (raw TCP), and a flat "ratio".
+    Files from before loop means compare batch references by plain means."""
+    if data.get("schema_version", 1) < 2:
+        data["references"] = [{"key": "raw", "label": "raw TCP",
+                               "measured": True}]
+        for suite in data["suites"]:
+            for r in suite["results"]:
+                r["ratio"] = {"raw": r.get("ratio", {})}
     for suite in data["suites"]:
         for r in suite["results"]:
-            r["ratio"] = {"raw": r.get("ratio", {})}
+            for ratio in r["ratio"].values():
+                ratio.setdefault("rtt_loop_mean", ratio.get("rtt_mean"))
+                ratio.setdefault("bw_loop_mean", ratio.get("bw_rtt_mean"))
+            for side in ["ferry"] + [ref["key"] for ref in data["references"]]:
+                impl = r.get(side)
+                if isinstance(impl, dict):
+                    impl.setdefault("bw_loop_Bps", impl.get("bw_rtt_mean_Bps"))
     return data
 
 
@@ -90,10 +101,11 @@ def ratio_series(results, ref, key):
 
 def keys_for(ref):
     """(latency statistic, bandwidth figure, latency ratio, bandwidth ratio):
-    medians for round-trip references, means for batch ones (fi_pingpong
-    reports only a mean, so ferry is compared with it mean to mean)."""
+    medians for round-trip references, loop means for batch ones
+    (fi_pingpong reports only the mean of its loop timed whole, so ferry is
+    compared with it by the mean of its own loop timed whole)."""
     if ref.get("batch"):
-        return "mean", "bw_rtt_mean_Bps", "rtt_mean", "bw_rtt_mean"
+        return "mean", "bw_loop_Bps", "rtt_loop_mean", "bw_loop_mean"
     return "median", "bw_rtt_Bps", "rtt_median", "bw_rtt"
 
 
@@ -110,10 +122,14 @@ def plot_suite(axes, suite, plugin, refs, args):
             x, mean = series(results, side, "rtt_ns", "mean")
             lat.plot(x, [v / 1e3 for v in mean], "x--", color=color,
                      label=f"{label} mean")
-            x, rt = series(results, side, "bw_rtt_mean_Bps")
+            x, rt = series(results, side, "bw_loop_Bps")
             bw.plot(x, [v / 1e9 for v in rt], "x--", color=color,
                     label=f"{label}, from mean round trip")
             continue
+        if side == "ferry" and any(r.get("batch") for r in refs):
+            x, loop = series(results, side, "loop_rtt_ns")
+            lat.plot(x, [v / 1e3 for v in loop], "x--", color=color,
+                     label=f"{label} loop mean")
         x, med = series(results, side, "rtt_ns", "median")
         _, p99 = series(results, side, "rtt_ns", "p99")
         lat.plot(x, [v / 1e3 for v in med], "o-", color=color,
@@ -130,7 +146,7 @@ def plot_suite(axes, suite, plugin, refs, args):
 
     for key, color, label, ref in sides[1:]:
         _, _, lat_key, bw_key = keys_for(ref)
-        basis = " (means)" if ref.get("batch") else ""
+        basis = " (loop means)" if ref.get("batch") else ""
         x, r = ratio_series(results, key, lat_key)
         ratio.plot(x, r, "o-", color=color, label=f"latency / {label}{basis}")
         x, r = ratio_series(results, key, bw_key)
@@ -176,17 +192,23 @@ def markdown_tables(data):
     out = []
     for suite in data["suites"]:
         out.append(f"**{suite['mode']} mode** ({suite['mode_description']})\n")
+        batch = any(ref.get("batch") for ref in refs)
         head = "| size | n | ferry median µs | ferry p99 µs |"
+        if batch:
+            head += " ferry loop mean µs |"
         for ref in refs:
             stat = keys_for(ref)[0]
+            basis = "loop means" if ref.get("batch") else stat
             head += (f" {ref['label']} {stat} µs | p99 µs "
-                     f"| ferry / {ref['label']} ({stat}) |")
+                     f"| ferry / {ref['label']} ({basis}) |")
         out.append(head)
-        out.append("|" + "---:|" * (4 + 3 * len(refs)))
+        out.append("|" + "---:|" * (4 + batch + 3 * len(refs)))
         for r in suite["results"]:
             row = (f"| {size_label(r['size'])} | {r['iters']} "
                    f"| {fmt(value_at(r, 'ferry', 'rtt_ns', 'median'), 1e3)} "
                    f"| {fmt(value_at(r, 'ferry', 'rtt_ns', 'p99'), 1e3)} |")
+            if batch:
+                row += f" {fmt(value_at(r, 'ferry', 'loop_rtt_ns'), 1e3)} |"
             for ref in refs:
                 k = ref["key"]
                 stat, _, lat_key, _ = keys_for(ref)

@@ -159,7 +159,15 @@ Status FerryPingPong::Poll() {
   if (!st.ok()) return st;
   Status first;
   for (uint32_t i = 0; i < n; ++i) {
-    Status h = Handle(events_[i]);
+    const ferry_event_t& ev = events_[i];
+    // Every message's two events, taken here without a Status each: the
+    // round trip the benchmark times runs through this loop.
+    if (ev.type == FERRY_EV_SEND_DONE && ev.status == FERRY_OK) {
+      ++sends_done_;
+      continue;
+    }
+    if (ev.type == FERRY_EV_ARRIVAL && TakeArrival(ev)) continue;
+    Status h = Handle(ev);
     if (first.ok() && !h.ok()) first = h;
   }
   if (!first.ok()) return first;
@@ -208,7 +216,7 @@ Status FerryPingPong::Handle(const ferry_event_t& ev) {
                                      (ev.message ? ev.message : ""));
       }
       return Status();
-    case FERRY_EV_ARRIVAL: {
+    case FERRY_EV_ARRIVAL: {  // one that TakeArrival refused: say why
       Arrival a;
       a.msg_id = ev.msg_id;
       a.num_segments = ev.num_segments;
@@ -259,6 +267,25 @@ Status FerryPingPong::Handle(const ferry_event_t& ev) {
   }
 }
 
+bool FerryPingPong::TakeArrival(const ferry_event_t& ev) {
+  if (ev.header_len < sizeof(WireHeader) || ev.header == nullptr) return false;
+  WireHeader h;
+  std::memcpy(&h, ev.header, sizeof h);
+  Arrival a;
+  a.msg_id = ev.msg_id;
+  a.num_segments = ev.num_segments;
+  a.seq = h.seq;
+  if (ev.num_segments >= 1) {
+    const auto* seg = FERRY_ELEMENT_AT(const ferry_arrival_segment_t,
+                                       ev.segments, ev.segment_stride, 0);
+    a.length = seg->length;
+    a.inline_data = seg->inline_data;
+  }
+  if (a.length != h.length) return false;
+  arrivals_.push_back(a);
+  return true;
+}
+
 Status FerryPingPong::PostSend(uint64_t seq, const uint8_t* data,
                                uint64_t size, ferry_mr_t* mr) {
   const WireHeader h{seq, size};
@@ -292,13 +319,16 @@ Status FerryPingPong::SendRetrying(uint64_t seq, const uint8_t* data,
 }
 
 Status FerryPingPong::WaitArrival(Arrival* out) {
-  while (arrivals_.empty()) {
-    Status st = CheckConn();
-    if (st.ok()) st = Poll();
+  while (arrivals_head_ == arrivals_.size()) {
+    if (!broken_.ok()) return BrokenError();
+    Status st = Poll();
     if (!st.ok()) return st;
   }
-  *out = arrivals_.front();
-  arrivals_.pop_front();
+  *out = arrivals_[arrivals_head_++];
+  if (arrivals_head_ == arrivals_.size()) {  // drained: start over
+    arrivals_.clear();
+    arrivals_head_ = 0;
+  }
   return Status();
 }
 

@@ -5,12 +5,15 @@
 //      (the order rotates by round and by size: with two, raw and then ferry,
 //      or ferry and then raw) runs `warmup` untimed round trips and its share
 //      of `iters` timed ones, each timed on its own (steady_clock around
-//      RoundTrip). Rotating in rounds means a drift of the machine (another
+//      RoundTrip), then as many again timed as one loop (two clock reads
+//      around them all: the loop mean, comparable with a batch
+//      reference's, which times itself that way). Rotating in rounds means a drift of the machine (another
 //      tenant, frequency, the host) lands on every column alike instead of on
 //      whichever ran last;
 //   2. batch references (an external program that times itself:
 //      fi_pingpong) run once, after the middle round, with the same warm-up
-//      and at least `iters` timed round trips; they are compared by means;
+//      and at least `iters` timed round trips; they are compared by loop
+//      means;
 //   3. for streamed sizes: one untimed burst each, then `stream_reps` timed
 //      bursts of `stream_messages` messages, in the same rotation.
 // The echo is checked byte for byte after every round.
@@ -36,6 +39,11 @@ struct ImplResult {
   double bw_rtt_Bps = 0;      // 2 * size / median round trip (NetPIPE's
                               // convention: size / half the round trip)
   double bw_rtt_mean_Bps = 0; // 2 * size / mean round trip
+  double loop_rtt_ns = 0;     // mean round trip of loops timed whole (no
+                              // clock read between round trips), as a
+                              // batch reference times itself; the basis
+                              // of comparison with one
+  double bw_loop_Bps = 0;     // 2 * size / loop_rtt_ns
   Summary stream_Bps;         // streaming bandwidth per burst, bytes/s
                               // (count 0 when the size is not streamed)
   double calls_per_rt = 0;    // progress() or send/recv calls per round trip
