@@ -9,7 +9,14 @@
 #       runs, writing into $OUT: ferry info with hmem auto and on,
 #       conformance on shm (auto, hmem=on) and tcp;ofi_rxm,
 #       fabric_hmem_cuda_test, fabric_plugin_test, ferry-bench-fabric-cpu
-#       and the 64 B / 4 MiB / 64 MiB benchmark beside fi_pingpong.
+#       and the 64 B / 4 MiB / 64 MiB benchmark beside fi_pingpong;
+#   bash build-gpu/run.sh bench                    (there) the benchmarks
+#       only: three runs on shm and two on tcp;ofi_rxm, pinned to CPU 0 and
+#       the nearest other core (same L3, another core: the hardest pair
+#       for a latency ratio, since the fixed cost of the crossing is
+#       smallest), one shm run on CPUs 0,1 for comparison, and
+#       ferry-bench-fabric-cpu; 8 files at most (what the device tool
+#       brings back).
 # The machine's own libfabric is used (libfabric.so.1); the tests whose
 # binaries name the build tree's plugin directory find it through a link.
 set -euo pipefail
@@ -40,6 +47,22 @@ export LD_LIBRARY_PATH=$G/lib/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PATH=$G
 export FERRY_PLUGIN_PATH=$G/lib/ferry/plugins FI_TCP_IFACE=lo
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 [ -e /work/main/build-bench/lib/ferry/plugins ] || { mkdir -p /work/main/build-bench/lib/ferry && ln -s "$G/lib/ferry/plugins" /work/main/build-bench/lib/ferry/plugins; }
+if [ "${1:-}" = bench ]; then
+  # CPU 0 and the first CPU on another core that shares CPU 0's L3.
+  # (lscpu -p=CPU,CORE,CACHE: CPU,Core,,L1d,L1i,L2,L3: the L3 id is last.)
+  near=$(lscpu -p=CPU,CORE,CACHE | awk -F, '!/^#/ { if ($1 == 0) { core = $2; l3 = $NF; next }
+         if ($2 != core && $NF == l3) { print $1; exit } }')
+  near=${near:-1}
+  { uname -a; nproc; lscpu | grep -E "Model name|Thread|Socket|NUMA node0|L3"; echo "pair: 0,$near"
+    lscpu -p=CPU,CORE,SOCKET,CACHE | head -6; } > "$O/machine.txt" 2>&1
+  L=$O/log.txt
+  for i in 1 2 3; do timeout 60 ferry-bench-fabric-cpu --provider shm >> "$L" 2>&1; done
+  for i in 1 2 3; do FERRY_FABRIC_PROVIDER=shm timeout 120 ferry-bench-transport --plugin fabric --sizes 64,4M,64M --mode busy --cpus 0,$near --json "$O/fabric-shm-$i.json" >> "$L" 2>&1; echo "bench shm $i rc=$?" >> "$L"; done
+  for i in 1 2; do FERRY_FABRIC_PROVIDER="tcp;ofi_rxm" timeout 150 ferry-bench-transport --plugin fabric --sizes 64,4M,64M --mode busy --cpus 0,$near --json "$O/fabric-tcp-$i.json" >> "$L" 2>&1; echo "bench tcp $i rc=$?" >> "$L"; done
+  FERRY_FABRIC_PROVIDER=shm timeout 60 ferry-bench-transport --plugin fabric --sizes 64 --mode busy --no-stream --cpus 0,1 >> "$L" 2>&1
+  cat "$O/machine.txt"; grep -h "ferry adds\|fi_pingpong (.*) 64 round trip\|rc=\|pinning" "$L"
+  exit 0
+fi
 { uname -a; nproc; lscpu | grep -E "Model name|Thread|Socket|NUMA node0"; ls -l /dev/nvidiactl; nvidia-smi -L
   f=$(ldd "$G/lib/ferry/plugins/libferry-fabric.so" | awk '/libfabric/ {print $3}')
   echo "libfabric: $f; CUDA strings in it: $(strings "$f" | grep -c -i 'libcuda')"

@@ -94,6 +94,11 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   Status WaitArrival(Arrival* out);
   // DATA_LOSS unless `a` is one segment that fits recv[slot].
   Status CheckFits(const Arrival& a, uint32_t slot) const;
+  // `a` is one inline segment that fits recv[slot] (CheckFits passes).
+  bool FitsInline(const Arrival& a, uint32_t slot) const {
+    return a.inline_data != nullptr && a.num_segments == 1 &&
+           a.length <= buffers_->recv[slot]->size();
+  }
   // Copies an eager arrival's bytes into recv[slot]; the caller discards it.
   Status CopyInline(const Arrival& a, uint32_t slot);
   // Starts landing `a` in recv[slot]: inline bytes are copied and the arrival

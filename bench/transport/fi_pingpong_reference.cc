@@ -125,7 +125,7 @@ StatusOr<double> FiPingPongClient::RunOnce(uint64_t size, uint32_t iters) {
 }
 
 Status FiPingPongClient::Run(uint64_t size, uint32_t warmup, uint32_t iters,
-                             BatchResult* out) {
+                             double share, BatchResult* out) {
   const uint32_t short_run = FiPingPongWarmup(warmup);
   auto t_short = RunOnce(size, short_run);
   if (!t_short.ok()) return t_short.status();
@@ -133,13 +133,14 @@ Status FiPingPongClient::Run(uint64_t size, uint32_t warmup, uint32_t iters,
   if (!t_long.ok()) return t_long.status();
   // Too short a batch leaves the set-up's variation (tens of ms on
   // tcp;ofi_rxm) a large share of the difference: once, run long enough to
-  // last kMinBatchSeconds at the pace just seen (at most kMaxBatchFactor
-  // times the plan's count).
+  // last this batch's share of kMinBatchSeconds at the pace just seen (at
+  // most kMaxBatchFactor times the plan's count).
+  const double min_us = kMinBatchSeconds * 1e6 * share;
   const double seen_us = t_long.value() - t_short.value();
-  if (seen_us < kMinBatchSeconds * 1e6) {
+  if (seen_us < min_us) {
     const double per_rt_us =
         seen_us > 0 ? seen_us / iters : t_long.value() / (short_run + iters);
-    const double wanted = std::min(kMinBatchSeconds * 1e6 / per_rt_us,
+    const double wanted = std::min(min_us / per_rt_us,
                                    static_cast<double>(iters) * kMaxBatchFactor);
     if (wanted > iters * 1.5) {
       iters = static_cast<uint32_t>(wanted);

@@ -49,7 +49,7 @@ class FiPingPongClient final : public BatchPingPongClient {
       : program_(std::move(program)),
         provider_(std::move(provider)),
         control_(control) {}
-  Status Run(uint64_t size, uint32_t warmup, uint32_t iters,
+  Status Run(uint64_t size, uint32_t warmup, uint32_t iters, double share,
              BatchResult* out) override;
 
  private:

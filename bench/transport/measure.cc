@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -32,7 +33,13 @@ CpuTime ProcessCpuTime() {
 struct Accumulator {
   PingPongClient* impl = nullptr;
   BatchPingPongClient* batch = nullptr;
-  BatchResult batch_result;
+  // A batch reference's rounds, pooled: timed round trips and their time
+  // (rounds without a figure are left out, their note kept).
+  uint64_t batch_iters = 0;
+  double batch_ns = 0;
+  uint32_t batch_rounds = 0;
+  std::string batch_method;  // the first round's
+  std::string batch_note;
   ImplResult* result = nullptr;
   const char* label = "";
   std::vector<double> rtt_ns;
@@ -123,8 +130,10 @@ void Finish(const SizePlan& p, Accumulator* acc) {
   if (acc->batch != nullptr) {
     // Only the mean exists; every other statistic is unknown, not zero.
     const double unknown = std::nan("");
-    out->rtt_ns.count = acc->batch_result.iters;
-    out->rtt_ns.mean = acc->batch_result.mean_rtt_ns;
+    out->rtt_ns.count = acc->batch_iters;
+    out->rtt_ns.mean = acc->batch_iters > 0
+                           ? acc->batch_ns / static_cast<double>(acc->batch_iters)
+                           : std::nan("");
     out->rtt_ns.min = out->rtt_ns.median = out->rtt_ns.p90 =
         out->rtt_ns.p99 = out->rtt_ns.max = unknown;
     out->bw_rtt_Bps = unknown;
@@ -133,8 +142,12 @@ void Finish(const SizePlan& p, Accumulator* acc) {
     out->bw_loop_Bps = out->bw_rtt_mean_Bps;
     out->calls_per_rt = out->waits_per_rt = unknown;
     out->user_ns_per_rt = out->sys_ns_per_rt = unknown;
-    out->method = acc->batch_result.method;
-    out->note = acc->batch_result.note;
+    out->method = acc->batch_method;
+    if (acc->batch_rounds > 1) {
+      out->method += " in round 1; " + std::to_string(acc->batch_rounds) +
+                     " rounds pooled: their round trips' total time / their count";
+    }
+    out->note = acc->batch_note;
     return;
   }
   const double n = static_cast<double>(acc->rtt_ns.size());
@@ -159,10 +172,40 @@ size_t Nth(size_t index, uint32_t round, size_t k, size_t n) {
   return (index + round + k) % n;
 }
 
-// Batch references run once per size, after this round: the middle of the
-// size's measurement, so a drift of the machine during the size hits them
-// as it hits the others on average.
-uint32_t BatchRound(const SizePlan& p) { return (p.rounds - 1) / 2; }
+// Batch references run after kBatches evenly spaced rounds (every round
+// when there are fewer), each with its share of the round trips: on a
+// machine whose speed shifts within seconds (a VM whose vCPUs the host
+// moves), one batch in the middle caught one state while the other
+// implementations' rounds caught a mix; spread out, they sample the same
+// mix. Four, not one per round: each batch starts fi_pingpong's two
+// processes two or three times (~0.3 s each).
+constexpr uint32_t kBatches = 4;
+uint32_t Batches(const SizePlan& p) { return std::min(p.rounds, kBatches); }
+bool IsBatchRound(const SizePlan& p, uint32_t round) {
+  const uint32_t b = Batches(p);
+  return (round * b) / p.rounds != ((round + 1) * b) / p.rounds;
+}
+// Timed round trips of the batch after `round`: the rounds since the
+// previous batch.
+uint32_t BatchIters(const SizePlan& p, uint32_t round) {
+  uint32_t iters = 0;
+  for (uint32_t r = round + 1; r-- > 0;) {
+    if (r != round && IsBatchRound(p, r)) break;
+    iters += ItersInRound(p, r);
+  }
+  return iters;
+}
+
+void PoolBatch(const BatchResult& r, Accumulator* acc) {
+  if (acc->batch_rounds == 0) acc->batch_method = r.method;
+  if (!(r.mean_rtt_ns > 0)) {
+    if (acc->batch_note.empty()) acc->batch_note = r.note;
+    return;
+  }
+  ++acc->batch_rounds;
+  acc->batch_iters += r.iters;
+  acc->batch_ns += r.mean_rtt_ns * r.iters;
+}
 
 }  // namespace
 
@@ -186,12 +229,15 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
       if (st.ok()) st = a.impl->EndRun();
       if (!st.ok()) return st;
     }
-    if (round != BatchRound(p)) continue;
+    if (!IsBatchRound(p, round)) continue;
     for (Accumulator& a : sides) {
       if (a.batch == nullptr) continue;
-      Status st = a.batch->Run(p.size, p.warmup, p.iters, &a.batch_result);
+      BatchResult r;
+      Status st = a.batch->Run(p.size, p.warmup, BatchIters(p, round),
+                               1.0 / Batches(p), &r);
       if (!st.ok()) return Status(st.code(), std::string(a.label) + ": " +
                                                  st.message());
+      PoolBatch(r, &a);
     }
   }
   // Streaming: one untimed burst each, then timed bursts in rotation.
@@ -239,7 +285,7 @@ Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
                           " of the rotation) differs from what the client sent");
       }
     }
-    if (round != BatchRound(p)) continue;
+    if (!IsBatchRound(p, round)) continue;
     for (BatchPingPongServer* b : batches) {
       Status st = b->Serve(p.size);
       if (!st.ok()) return st;

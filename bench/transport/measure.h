@@ -11,9 +11,10 @@
 //      tenant, frequency, the host) lands on every column alike instead of on
 //      whichever ran last;
 //   2. batch references (an external program that times itself:
-//      fi_pingpong) run once, after the middle round, with the same warm-up
-//      and at least `iters` timed round trips; they are compared by loop
-//      means;
+//      fi_pingpong) run after four evenly spaced rounds (every round when
+//      there are fewer), with the same warm-up and at least the round trips
+//      of the rounds since the last batch, pooled; they are compared by
+//      loop means;
 //   3. for streamed sizes: one untimed burst each, then `stream_reps` timed
 //      bursts of `stream_messages` messages, in the same rotation.
 // The echo is checked byte for byte after every round.

@@ -103,9 +103,11 @@ class BatchPingPongClient {
  public:
   virtual ~BatchPingPongClient() = default;
   // `warmup` untimed round trips, then `iters` timed ones, of `size` bytes.
-  // The client decides the counts and tells its server.
+  // The client decides the counts and tells its server. `share`: this
+  // batch's part of the size's batches (1 / their number), for a reference
+  // that stretches short batches to a minimum duration.
   virtual Status Run(uint64_t size, uint32_t warmup, uint32_t iters,
-                     BatchResult* out) = 0;
+                     double share, BatchResult* out) = 0;
 };
 
 class BatchPingPongServer {
