@@ -49,10 +49,20 @@ class EventQueue {
     // constructs nor destroys anything here.
     if (end_ == items_.size()) AddSlot();
     Event& e = items_[end_++];
-    static_cast<ferry_event_t&>(e) = ferry_event_t{};
+    // Field by field, not `= ferry_event_t{}`: that compiles to a `rep
+    // stos` whose start-up costs more than the stores, on every message.
+    // struct_size, conn, conn_user_data and message are Deliver's to set.
+    static_assert(sizeof(ferry_event_t) == 88,
+                  "a field added to ferry_event_t must be reset here");
     e.type = type;
+    e.status = FERRY_OK;
+    e.num_segments = 0;
     e.user_data = user_data;
-    if (type == FERRY_EV_ARRIVAL) e.segment_stride = sizeof(ferry_arrival_segment_t);
+    e.msg_id = 0;
+    e.header = nullptr;
+    e.header_len = 0;
+    e.segments = nullptr;
+    e.segment_stride = type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
     e.owner = conn;
     if (!e.text.empty()) e.text.clear();
     e.suppressed = false;
@@ -96,8 +106,17 @@ class EventQueue {
       const int32_t type = q.type;
       ferry_event_t* ev =
           in_place ? reinterpret_cast<ferry_event_t*>(base + stride * count) : &local;
-      *ev = static_cast<const ferry_event_t&>(q);
+      // Field by field (see Push); conn and conn_user_data by conn_fields.
       ev->struct_size = static_cast<uint32_t>(size);
+      ev->type = q.type;
+      ev->status = q.status;
+      ev->num_segments = q.num_segments;
+      ev->user_data = q.user_data;
+      ev->msg_id = q.msg_id;
+      ev->header = q.header;
+      ev->header_len = q.header_len;
+      ev->segments = q.segments;
+      ev->segment_stride = q.segment_stride;
       conn_fields(owner, ev);
       if (q.text.empty()) {
         ev->message = "";
