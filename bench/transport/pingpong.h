@@ -89,8 +89,9 @@ class PingPongServer {
 
 // A reference that runs its own timing loop in another program (libfabric's
 // fi_pingpong): it cannot be timed round trip by round trip, only asked for
-// the mean of a batch. The measurement loop runs it once per size, between
-// the round-trip rounds of the others, and compares means with means.
+// the mean of a batch. The measurement loop runs it in a few batches per
+// size, between the round-trip rounds of the others, and compares their
+// pooled mean with the others' loop means (measure.h).
 struct BatchResult {
   uint32_t iters = 0;       // timed round trips
   double mean_rtt_ns = 0;   // mean round trip over them; NaN when the run

@@ -35,7 +35,7 @@ struct ReferenceInfo {
   // what the others measure (no CPU would ever idle in sleep mode).
   bool isolated = false;
   // Times itself (an external program: libfabric's fi_pingpong): measured
-  // as a batch per size (BatchPingPongClient), compared with ferry by means,
+  // in batches (BatchPingPongClient), compared with ferry's loop mean,
   // and only in busy mode (it spins). Listen/Connect are not used for it;
   // ListenBatch/ConnectBatch are.
   bool batch = false;
