@@ -218,27 +218,19 @@ Status FerryPingPong::Handle(const ferry_event_t& ev) {
       return Status();
     case FERRY_EV_ARRIVAL: {  // one that TakeArrival refused: say why
       Arrival a;
-      a.msg_id = ev.msg_id;
-      a.num_segments = ev.num_segments;
-      if (ev.header_len < sizeof(WireHeader) || ev.header == nullptr) {
-        return Status(FERRY_DATA_LOSS,
-                      "ferry: arrival with a " + std::to_string(ev.header_len) +
-                          "-byte header, expected " +
-                          std::to_string(sizeof(WireHeader)));
-      }
-      WireHeader h;
-      std::memcpy(&h, ev.header, sizeof h);
-      a.seq = h.seq;
-      if (ev.num_segments >= 1) {
-        const auto* seg = FERRY_ELEMENT_AT(const ferry_arrival_segment_t,
-                                           ev.segments, ev.segment_stride, 0);
-        a.length = seg->length;
-        a.inline_data = seg->inline_data;
-      }
-      if (a.length != h.length) {
-        return Status(FERRY_DATA_LOSS,
-                      "ferry: header says " + std::to_string(h.length) +
-                          " bytes, the segment has " + std::to_string(a.length));
+      uint64_t said = 0;
+      switch (ReadArrival(ev, &a, &said)) {
+        case ArrivalFault::kShortHeader:
+          return Status(FERRY_DATA_LOSS,
+                        "ferry: arrival with a " + std::to_string(ev.header_len) +
+                            "-byte header, expected " +
+                            std::to_string(sizeof(WireHeader)));
+        case ArrivalFault::kLengthMismatch:
+          return Status(FERRY_DATA_LOSS,
+                        "ferry: header says " + std::to_string(said) +
+                            " bytes, the segment has " + std::to_string(a.length));
+        case ArrivalFault::kNone:
+          break;
       }
       arrivals_.push_back(a);
       return Status();
@@ -267,21 +259,31 @@ Status FerryPingPong::Handle(const ferry_event_t& ev) {
   }
 }
 
-bool FerryPingPong::TakeArrival(const ferry_event_t& ev) {
-  if (ev.header_len < sizeof(WireHeader) || ev.header == nullptr) return false;
+FerryPingPong::ArrivalFault FerryPingPong::ReadArrival(const ferry_event_t& ev,
+                                                      Arrival* a,
+                                                      uint64_t* said_length) {
+  a->msg_id = ev.msg_id;
+  a->num_segments = ev.num_segments;
+  if (ev.header_len < sizeof(WireHeader) || ev.header == nullptr) {
+    return ArrivalFault::kShortHeader;
+  }
   WireHeader h;
   std::memcpy(&h, ev.header, sizeof h);
-  Arrival a;
-  a.msg_id = ev.msg_id;
-  a.num_segments = ev.num_segments;
-  a.seq = h.seq;
+  a->seq = h.seq;
   if (ev.num_segments >= 1) {
     const auto* seg = FERRY_ELEMENT_AT(const ferry_arrival_segment_t,
                                        ev.segments, ev.segment_stride, 0);
-    a.length = seg->length;
-    a.inline_data = seg->inline_data;
+    a->length = seg->length;
+    a->inline_data = seg->inline_data;
   }
-  if (a.length != h.length) return false;
+  *said_length = h.length;
+  return a->length == h.length ? ArrivalFault::kNone : ArrivalFault::kLengthMismatch;
+}
+
+bool FerryPingPong::TakeArrival(const ferry_event_t& ev) {
+  Arrival a;
+  uint64_t said = 0;
+  if (ReadArrival(ev, &a, &said) != ArrivalFault::kNone) return false;
   arrivals_.push_back(a);
   return true;
 }

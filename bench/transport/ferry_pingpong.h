@@ -84,6 +84,10 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   // Queues a well-formed ARRIVAL (false, nothing queued, for Handle to
   // word what is wrong with it).
   bool TakeArrival(const ferry_event_t& ev);
+  enum class ArrivalFault { kNone, kShortHeader, kLengthMismatch };
+  // What an ARRIVAL says, into *a; *said_length is its header's length.
+  static ArrivalFault ReadArrival(const ferry_event_t& ev, Arrival* a,
+                                  uint64_t* said_length);
   void Sleep();
   // Posts one message: the header plus `size` bytes of `data` (no segment
   // when size is 0). UNAVAILABLE (back-pressure) is returned to the caller.
