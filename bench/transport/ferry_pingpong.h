@@ -98,7 +98,7 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   Status WaitArrival(Arrival* out);
   // DATA_LOSS unless `a` is one segment that fits recv[slot].
   Status CheckFits(const Arrival& a, uint32_t slot) const;
-  // `a` is one inline segment that fits recv[slot] (CheckFits passes).
+  // `a` is one inline segment that fits recv[slot] (CheckFits would pass).
   bool FitsInline(const Arrival& a, uint32_t slot) const {
     return a.inline_data != nullptr && a.num_segments == 1 &&
            a.length <= buffers_->recv[slot]->size();

@@ -33,17 +33,17 @@ CpuTime ProcessCpuTime() {
 struct Accumulator {
   PingPongClient* impl = nullptr;
   BatchPingPongClient* batch = nullptr;
-  // A batch reference's rounds, pooled: timed round trips and their time
-  // (rounds without a figure are left out, their note kept).
+  // A batch reference's batches, pooled: timed round trips and their time
+  // (batches without a figure are left out, their note kept).
   uint64_t batch_iters = 0;
   double batch_ns = 0;
-  uint32_t batch_rounds = 0;
-  std::string batch_method;  // the first round's
+  uint32_t batch_count = 0;
+  std::string batch_method;  // the first batch's
   std::string batch_note;
   ImplResult* result = nullptr;
   const char* label = "";
   std::vector<double> rtt_ns;
-  double loop_ns = 0;      // the rounds' loops timed whole (LoopRoundTrips)
+  double loop_ns = 0;      // the rounds' loops timed whole (RoundTrips)
   uint64_t loop_count = 0;
   std::vector<double> stream_Bps;
   LoopCounters counters;
@@ -133,7 +133,7 @@ void Finish(const SizePlan& p, Accumulator* acc) {
     out->rtt_ns.count = acc->batch_iters;
     out->rtt_ns.mean = acc->batch_iters > 0
                            ? acc->batch_ns / static_cast<double>(acc->batch_iters)
-                           : std::nan("");
+                           : unknown;
     out->rtt_ns.min = out->rtt_ns.median = out->rtt_ns.p90 =
         out->rtt_ns.p99 = out->rtt_ns.max = unknown;
     out->bw_rtt_Bps = unknown;
@@ -143,9 +143,9 @@ void Finish(const SizePlan& p, Accumulator* acc) {
     out->calls_per_rt = out->waits_per_rt = unknown;
     out->user_ns_per_rt = out->sys_ns_per_rt = unknown;
     out->method = acc->batch_method;
-    if (acc->batch_rounds > 1) {
-      out->method += " in round 1; " + std::to_string(acc->batch_rounds) +
-                     " rounds pooled: their round trips' total time / their count";
+    if (acc->batch_count > 1) {
+      out->method += " in the first batch; " + std::to_string(acc->batch_count) +
+                     " batches pooled: their round trips' total time / their count";
     }
     out->note = acc->batch_note;
     return;
@@ -197,12 +197,12 @@ uint32_t BatchIters(const SizePlan& p, uint32_t round) {
 }
 
 void PoolBatch(const BatchResult& r, Accumulator* acc) {
-  if (acc->batch_rounds == 0) acc->batch_method = r.method;
+  if (acc->batch_count == 0) acc->batch_method = r.method;
   if (!(r.mean_rtt_ns > 0)) {
     if (acc->batch_note.empty()) acc->batch_note = r.note;
     return;
   }
-  ++acc->batch_rounds;
+  ++acc->batch_count;
   acc->batch_iters += r.iters;
   acc->batch_ns += r.mean_rtt_ns * r.iters;
 }

@@ -6,10 +6,10 @@
 //      or ferry and then raw) runs `warmup` untimed round trips and its share
 //      of `iters` timed ones, each timed on its own (steady_clock around
 //      RoundTrip), then as many again timed as one loop (two clock reads
-//      around them all: the loop mean, comparable with a batch
-//      reference's, which times itself that way). Rotating in rounds means a drift of the machine (another
-//      tenant, frequency, the host) lands on every column alike instead of on
-//      whichever ran last;
+//      around them all: the loop mean, comparable with a batch reference's,
+//      which times itself that way). Rotating in rounds means a drift of the
+//      machine (another tenant, frequency, the host) lands on every column
+//      alike instead of on whichever ran last;
 //   2. batch references (an external program that times itself:
 //      fi_pingpong) run after four evenly spaced rounds (every round when
 //      there are fewer), with the same warm-up and at least the round trips
