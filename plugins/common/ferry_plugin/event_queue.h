@@ -32,6 +32,14 @@ struct QueuedEvent : ferry_event_t {
   bool suppressed = false;
 };
 
+// Whether the host's event array holds ferry_event_t-sized (or larger),
+// aligned slots that events can be written into as they are.
+inline bool HostSlotsInPlace(const ferry_progress_args_t* args) {
+  const size_t stride = static_cast<size_t>(args->event_stride);
+  return stride >= sizeof(ferry_event_t) && stride % alignof(ferry_event_t) == 0 &&
+         reinterpret_cast<uintptr_t>(args->events) % alignof(ferry_event_t) == 0;
+}
+
 template <typename Conn>
 class EventQueue {
  public:
@@ -76,26 +84,26 @@ class EventQueue {
     for (size_t i = head_; i < end_; ++i) fn(items_[i]);
   }
 
-  // Hands queued events to the host: at most args->max_events, written at
-  // the host's stride and struct size (in place when the host's array holds
-  // aligned ferry_event_t or larger structs, else built here and the part
-  // the host's smaller struct has copied), suppressed ones dropped. The
+  // Hands queued events to the host: into slots first.. of args->events (at
+  // most args->max_events in all), written at the host's stride and struct
+  // size (in place when the host's array holds aligned ferry_event_t or
+  // larger structs, else built here and the part the host's smaller struct
+  // has copied), suppressed ones dropped; returns how many it wrote. The
   // caller checked args->events and args->event_stride.
   // conn_fields(conn, ev) sets ev->conn and ev->conn_user_data (conn may be
   // null); delivered(conn, type) runs once the event left the queue (it may
   // queue more events, delivered in a later call).
   template <typename ConnFields, typename Delivered>
-  uint32_t Deliver(const ferry_progress_args_t* args, ConnFields&& conn_fields,
-                   Delivered&& delivered) {
+  uint32_t Deliver(const ferry_progress_args_t* args, uint32_t first,
+                   ConnFields&& conn_fields, Delivered&& delivered) {
     const size_t stride = static_cast<size_t>(args->event_stride);
     const size_t size = std::min(stride, sizeof(ferry_event_t));
-    char* const base = static_cast<char*>(static_cast<void*>(args->events));
-    const bool in_place = stride >= sizeof(ferry_event_t) &&
-                          stride % alignof(ferry_event_t) == 0 &&
-                          reinterpret_cast<uintptr_t>(base) % alignof(ferry_event_t) == 0;
+    char* const base = static_cast<char*>(static_cast<void*>(args->events)) + stride * first;
+    const bool in_place = HostSlotsInPlace(args);
     ferry_event_t local;
+    const uint32_t room = args->max_events > first ? args->max_events - first : 0;
     uint32_t count = 0;
-    while (count < args->max_events && !Empty()) {
+    while (count < room && !Empty()) {
       Event& q = items_[head_];
       if (q.suppressed) {
         ++head_;
@@ -154,6 +162,63 @@ class EventQueue {
   size_t head_ = 0;
   size_t end_ = 0;
   std::deque<std::string> delivered_messages_;
+};
+
+// The host's event array during one progress() call, open for events that
+// progress() writes straight into it instead of queueing them: an arrival
+// read from the network while nothing is queued before it is written once,
+// into the slot the host reads, not built in the queue and copied out after
+// (the latency path of every message). Writes go after the events already
+// delivered in this call; the plugin delivers what it queued after them, so
+// the host sees events in the order they happened.
+class HostEvents {
+ public:
+  // Opens args->events after its first `used` slots; stays closed when the
+  // host's slots cannot take a ferry_event_t as it is (HostSlotsInPlace).
+  void Open(const ferry_progress_args_t* args, uint32_t used) {
+    base_ = nullptr;
+    count_ = used;
+    if (args->max_events <= used || !HostSlotsInPlace(args)) return;
+    base_ = static_cast<char*>(static_cast<void*>(args->events));
+    stride_ = static_cast<size_t>(args->event_stride);
+    max_ = args->max_events;
+    first_direct_ = used;
+  }
+  // Closes the array (outside progress() nothing may be written) and
+  // returns how many of its slots hold events.
+  uint32_t Close() {
+    base_ = nullptr;
+    return count_;
+  }
+  // The next free slot, its struct_size set and every other field the
+  // caller's to write; nullptr when closed or full (queue the event then).
+  ferry_event_t* Take() {
+    if (base_ == nullptr || count_ == max_) return nullptr;
+    auto* ev = reinterpret_cast<ferry_event_t*>(base_ + stride_ * count_++);
+    ev->struct_size = static_cast<uint32_t>(sizeof(ferry_event_t));
+    return ev;
+  }
+  // Removes the events written here that `match` (what a queued event's
+  // `suppressed` does for the queue): later ones move down a slot.
+  template <typename Match>
+  void Retract(Match&& match) {
+    if (base_ == nullptr) return;
+    uint32_t kept = first_direct_;
+    for (uint32_t i = first_direct_; i < count_; ++i) {
+      char* slot = base_ + stride_ * i;
+      if (match(*reinterpret_cast<const ferry_event_t*>(slot))) continue;
+      if (kept != i) std::memcpy(base_ + stride_ * kept, slot, sizeof(ferry_event_t));
+      ++kept;
+    }
+    count_ = kept;
+  }
+
+ private:
+  char* base_ = nullptr;  // null: closed
+  size_t stride_ = 0;
+  uint32_t max_ = 0;
+  uint32_t count_ = 0;         // slots holding events (delivered + direct)
+  uint32_t first_direct_ = 0;  // the first slot written through Take()
 };
 
 }  // namespace ferry_plugin

@@ -184,7 +184,14 @@ class Context {
   }
   // true when `b` was kept (the message holds it).
   bool OnMsg(RxBuf* b, size_t len);
-  RxMsg* NewRxMsg();
+  RxMsg* NewRxMsg() {  // from the free list; the pool grows out of line
+    RxMsg* m = free_rx_msgs_;
+    if (m == nullptr) return AddRxMsg();
+    free_rx_msgs_ = m->next;
+    m->next = nullptr;
+    return m;
+  }
+  RxMsg* AddRxMsg();
   void ReleaseRxMsg(RxMsg* m);
   void TryDeliver(Conn* c);
   // Moves the messages that arrived ahead and are now next into c's ready
@@ -248,7 +255,8 @@ class Context {
   // ---- progress (progress.cc) ----
   void ReadCq();
   void HandleCqError();
-  uint32_t Deliver(ferry_progress_args_t* args);
+  // Queued events into the host's array from slot `first`; how many.
+  uint32_t Deliver(ferry_progress_args_t* args, uint32_t first);
   void FreeRetired();
 
   ferry_plugin::Mutex mu_;  // ferry_plugin/mutex.h: every entry point takes it
@@ -333,6 +341,9 @@ class Context {
   ReadOp* free_read_ops_ = nullptr;
 
   EventQueue events_;
+  // The host's event array while progress() runs (closed otherwise): the
+  // arrivals it reads go straight there when nothing is queued before them.
+  ferry_plugin::HostEvents host_events_;
 };
 
 }  // namespace ferry_fabric

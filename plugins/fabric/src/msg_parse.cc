@@ -47,34 +47,6 @@ void Reset(const wire::Msg& h, RxMsg* m) {
 
 }  // namespace
 
-const char* ParseInlineMsg(const char* frame, size_t len, const wire::Msg& h,
-                           uint32_t max_segments, RxMsg* m) {
-  if (const char* why = CheckTable(len, h, max_segments)) return why;
-  // No sender operation: every segment must be inline, so the header and
-  // each segment's bytes follow the table in order, and one pass checks
-  // and places them all (the common small message).
-  const size_t n = h.num_segments;
-  const size_t table = sizeof h;
-  const size_t header = table + n * sizeof(wire::SegEntry);
-  if (len - header < h.header_len) return "truncated header";
-  Reset(h, m);
-  size_t data = header + h.header_len;
-  for (size_t i = 0; i < n; ++i) {
-    const wire::SegEntry e = DescribeSegment(frame + table, i, m);
-    if (e.mode != wire::kInline) {
-      return e.mode == wire::kRma || e.mode == wire::kStream
-                 ? "large segments without a sender operation"
-                 : "unknown segment mode";
-    }
-    if (len - data < e.length) return "truncated inline segment";
-    m->segs[i].inline_data = frame + data;
-    data += e.length;
-  }
-  m->header = frame + header;
-  m->header_len = h.header_len;
-  return nullptr;
-}
-
 Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
                 RxMsg* m) {
   auto bad = [&](const char* why) {

@@ -37,6 +37,9 @@ ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   // the spin's length is how late the next message is noticed.
   if (!retired_.empty()) FreeRetired();
   events_.ForgetDelivered();
+  // What was queued before this call goes first; arrivals read below may
+  // then be written straight into the host's array (DeliverArrival).
+  host_events_.Open(args, events_.Empty() ? 0 : Deliver(args, 0));
   if (RxWantsBuffers()) RepostRx();  // first: the provider gets them back
   ReadCq();
   if (RxLow()) RepostRx();  // a burst took half the window
@@ -53,7 +56,9 @@ ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
     if (config_.cloexec_sweep) fd_sweeper_.Sweep();
     sweep_pending_ = false;
   }
-  if (!events_.Empty()) args->num_events = Deliver(args);
+  uint32_t delivered = host_events_.Close();
+  if (!events_.Empty()) delivered += Deliver(args, delivered);
+  args->num_events = delivered;
   if (has_wakeup_) wakeup_.Settle(HasWork(), endpoint_->fabric(), endpoint_->cq());
   return FERRY_OK;
 }
@@ -124,9 +129,9 @@ void Context::HandleCqError() {
   }
 }
 
-uint32_t Context::Deliver(ferry_progress_args_t* args) {
+uint32_t Context::Deliver(ferry_progress_args_t* args, uint32_t first) {
   return events_.Deliver(
-      args,
+      args, first,
       [](Conn* conn, ferry_event_t* ev) {
         ev->conn = reinterpret_cast<ferry_conn_t*>(conn);
         ev->conn_user_data = conn != nullptr ? conn->user_data : nullptr;

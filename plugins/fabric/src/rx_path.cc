@@ -100,6 +100,35 @@ void Context::OnRecv(RxBuf* b, size_t len) {
   ReturnRxBuf(b);
 }
 
+// Inlined into its three callers here: the first, TryInlineArrival, is
+// every small message's path.
+[[gnu::always_inline]] inline void Context::DeliverArrival(Conn* c, RxMsg* m) {
+  m->msg_id = c->next_msg_id++;
+  c->held = m;
+  ferry_event_t* ev = events_.Empty() ? host_events_.Take() : nullptr;
+  if (ev != nullptr) {  // inside progress(), nothing queued before it
+    ev->type = FERRY_EV_ARRIVAL;
+    ev->status = FERRY_OK;
+    ev->num_segments = static_cast<uint32_t>(m->segs.size());
+    ev->conn = reinterpret_cast<ferry_conn_t*>(c);
+    ev->user_data = nullptr;
+    ev->conn_user_data = c->user_data;
+    ev->msg_id = m->msg_id;
+    ev->header = m->header;
+    ev->header_len = m->header_len;
+    ev->segments = m->segs.empty() ? nullptr : m->segs.data();
+    ev->segment_stride = sizeof(ferry_arrival_segment_t);
+    ev->message = "";
+    return;
+  }
+  QueuedEvent& e = Emit(FERRY_EV_ARRIVAL, c, nullptr);
+  e.msg_id = m->msg_id;
+  e.header = m->header;
+  e.header_len = m->header_len;
+  e.segments = m->segs.empty() ? nullptr : m->segs.data();
+  e.num_segments = static_cast<uint32_t>(m->segs.size());
+}
+
 // The latency path of the receive side: an all-inline MSG (no sender
 // operation) that is next in order on an open connection with nothing held,
 // queued or arrived ahead of it, while the pool is not low enough to spill.
@@ -197,13 +226,7 @@ void Context::TakeEarlyInOrder(Conn* c) {
   }
 }
 
-RxMsg* Context::NewRxMsg() {
-  RxMsg* m = free_rx_msgs_;
-  if (m != nullptr) {
-    free_rx_msgs_ = m->next;
-    m->next = nullptr;
-    return m;
-  }
+RxMsg* Context::AddRxMsg() {
   rx_msg_store_.push_back(std::make_unique<RxMsg>());
   return rx_msg_store_.back().get();
 }
@@ -236,16 +259,6 @@ void Context::TryDeliver(Conn* c) {
   MaybeFinishPeerClose(c);
 }
 
-void Context::DeliverArrival(Conn* c, RxMsg* m) {
-  m->msg_id = c->next_msg_id++;
-  c->held = m;
-  QueuedEvent& e = Emit(FERRY_EV_ARRIVAL, c, nullptr);
-  e.msg_id = m->msg_id;
-  e.header = m->header;
-  e.header_len = m->header_len;
-  e.segments = m->segs.empty() ? nullptr : m->segs.data();
-  e.num_segments = static_cast<uint32_t>(m->segs.size());
-}
 
 void Context::MaybeFinishPeerClose(Conn* c) {
   if (c->peer_closed && c->state == Conn::State::kOpen && !c->close_called &&
@@ -256,9 +269,13 @@ void Context::MaybeFinishPeerClose(Conn* c) {
 
 void Context::DropReceived(Conn* c) {
   if (c->held != nullptr) {
-    // An ARRIVAL still in the queue can no longer be answered.
+    // An ARRIVAL not yet returned can no longer be answered: queued, or
+    // written into the host's array by the progress() running now.
     events_.ForEachQueued([c](QueuedEvent& e) {
       if (e.owner == c && e.type == FERRY_EV_ARRIVAL) e.suppressed = true;
+    });
+    host_events_.Retract([c](const ferry_event_t& e) {
+      return e.type == FERRY_EV_ARRIVAL && e.conn == reinterpret_cast<ferry_conn_t*>(c);
     });
     ReleaseRxMsg(c->held);
     c->held = nullptr;

@@ -218,7 +218,7 @@ void Context::RunReady() {
 
 uint32_t Context::Deliver(ferry_progress_args_t* args) {
   return events_.Deliver(
-      args,
+      args, /*first=*/0,
       [](Conn* conn, ferry_event_t* ev) {
         ev->conn = conn != nullptr ? ToHandle(conn) : nullptr;
         ev->conn_user_data = conn != nullptr ? conn->user_data() : nullptr;
