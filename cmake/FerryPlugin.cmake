@@ -11,6 +11,31 @@
 #                   fixture plugin: it is installed only if INSTALL_DESTINATION
 #                   says where.
 # INSTALL_DESTINATION  install directory (default: ferry's plugin directory).
+#
+# Plugins are built with link-time optimisation where the toolchain has it
+# (FERRY_PLUGIN_LTO, on by default; off in sanitizer builds): a message's
+# path crosses the plugin's files (the ABI entry, the encoder, the event
+# queue) and LTO inlines across them. On the fabric plugin's 64-byte round
+# trip it removes ~110 of ~4 950 instructions (docs/benchmarks/README.md).
+include(CheckIPOSupported)
+if(NOT DEFINED FERRY_PLUGIN_LTO)
+  set(ferry_plugin_lto_default ON)
+  if(FERRY_SANITIZE)
+    set(ferry_plugin_lto_default OFF)
+  endif()
+  option(FERRY_PLUGIN_LTO "Build transport plugins with link-time optimisation"
+         ${ferry_plugin_lto_default})
+endif()
+if(FERRY_PLUGIN_LTO AND NOT DEFINED FERRY_PLUGIN_LTO_SUPPORTED)
+  get_property(ferry_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
+  list(FILTER ferry_langs INCLUDE REGEX "^(C|CXX)$")
+  check_ipo_supported(RESULT ferry_ipo_ok OUTPUT ferry_ipo_why LANGUAGES ${ferry_langs})
+  set(FERRY_PLUGIN_LTO_SUPPORTED ${ferry_ipo_ok} CACHE INTERNAL "")
+  if(NOT ferry_ipo_ok)
+    message(STATUS "transport plugins: no link-time optimisation (${ferry_ipo_why})")
+  endif()
+endif()
+
 function(ferry_add_transport_plugin name)
   cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY;INSTALL_DESTINATION" "SOURCES;LINK" ${ARGN})
   set(target ferry-${name})
@@ -25,6 +50,9 @@ function(ferry_add_transport_plugin name)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIRECTORY})
   elseif(DEFINED FERRY_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${FERRY_PLUGIN_OUTPUT_DIR})
+  endif()
+  if(FERRY_PLUGIN_LTO AND FERRY_PLUGIN_LTO_SUPPORTED)
+    set_target_properties(${target} PROPERTIES INTERPROCEDURAL_OPTIMIZATION ON)
   endif()
   set(script ${CMAKE_CURRENT_BINARY_DIR}/${target}.map)
   file(WRITE ${script} "{ global: ferry_transport_negotiate; local: *; };\n")
