@@ -250,7 +250,7 @@ bool Context::TrySendEagerNow(Conn* c, const ferry_send_args_t& a,
 // instructions per message this plugin runs on a 64-byte ping-pong.
 bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
   const Conn::SmallSends& small = c->small;
-  if (!c->Open() || !c->txq.empty() || small.frame == 0) return false;
+  if (!c->Open() || c->peer_closed || !c->txq.empty() || small.frame == 0) return false;
   const uint32_t n = a.num_segments;
   const uint64_t limit = small.frame;
   const uint64_t inline_max = small.inline_max;
@@ -297,6 +297,13 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
 // Returns a bare code and fills *error only on failure: a successful send
 // builds no Status (entry.cc, GuardedCode).
 ferry_status_t Context::Send(Conn* c, const ferry_send_args_t& a, Status* error) {
+  // The eager fast path first: it declines on any connection that is not
+  // open (closed, broken, or closed by the peer), and the checks below word
+  // why.
+  if (TrySendSmall(c, a)) {
+    Emit(FERRY_EV_SEND_DONE, c, a.user_data);
+    return FERRY_OK;
+  }
   if (c->close_called) {
     return Report(error, Error(FERRY_FAILED_PRECONDITION,
                                "fabric: send() on a connection the host has closed"));
@@ -307,10 +314,6 @@ ferry_status_t Context::Send(Conn* c, const ferry_send_args_t& a, Status* error)
                       "fabric: send() on a broken connection: " +
                           (c->broken_message.empty() ? std::string("the peer closed it")
                                                      : c->broken_message)));
-  }
-  if (TrySendSmall(c, a)) {
-    Emit(FERRY_EV_SEND_DONE, c, a.user_data);
-    return FERRY_OK;
   }
   uint64_t total = 0;
   Status st = ValidateSend(c, a, &total);
