@@ -16,7 +16,7 @@
 # (FERRY_PLUGIN_LTO, on by default; off in sanitizer builds): a message's
 # path crosses the plugin's files (the ABI entry, the encoder, the event
 # queue) and LTO inlines across them. On the fabric plugin's 64-byte round
-# trip it removes ~110 of ~4 950 instructions (docs/benchmarks/README.md).
+# trip it removes ~120 of ~4 940 instructions (docs/benchmarks/README.md).
 include(CheckIPOSupported)
 if(NOT DEFINED FERRY_PLUGIN_LTO)
   set(ferry_plugin_lto_default ON)

@@ -2,7 +2,7 @@
 // would notice if this broke: events out of the order they happened in, an
 // arrival returned for a connection that broke in the same progress() call
 // (its bytes already given back to the network), or events written past the
-// host's array or outside its smaller struct.
+// host's array or outside their slots.
 #include "ferry_plugin/event_queue.h"
 
 #include <gtest/gtest.h>

@@ -38,8 +38,14 @@ ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   if (!retired_.empty()) FreeRetired();
   events_.ForgetDelivered();
   // What was queued before this call goes first; arrivals read below may
-  // then be written straight into the host's array (DeliverArrival).
+  // then be written straight into the host's array (DeliverArrival). The
+  // array is closed again on every way out, an exception included: after
+  // progress() returns, an arrival delivered from discard() must be queued.
   host_events_.Open(args, events_.Empty() ? 0 : Deliver(args, 0));
+  struct CloseHostEvents {
+    ferry_plugin::HostEvents* events;
+    ~CloseHostEvents() { events->Close(); }
+  } close_host_events{&host_events_};
   if (RxWantsBuffers()) RepostRx();  // first: the provider gets them back
   ReadCq();
   if (RxLow()) RepostRx();  // a burst took half the window
