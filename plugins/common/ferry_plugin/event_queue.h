@@ -190,12 +190,22 @@ class HostEvents {
     base_ = nullptr;
     return count_;
   }
-  // The next free slot, its struct_size set and every other field the
-  // caller's to write; nullptr when closed or full (queue the event then).
-  ferry_event_t* Take() {
+  // The next free slot, with what EventQueue's Push and Deliver would have
+  // set (an OK event of `type` on `conn`, no user_data, no message); the
+  // message fields (msg_id, header, header_len, segments, num_segments)
+  // are the caller's to write. nullptr when closed or full: queue the
+  // event then.
+  ferry_event_t* Take(int32_t type, ferry_conn_t* conn, void* conn_user_data) {
     if (base_ == nullptr || count_ == max_) return nullptr;
     auto* ev = reinterpret_cast<ferry_event_t*>(base_ + stride_ * count_++);
     ev->struct_size = static_cast<uint32_t>(sizeof(ferry_event_t));
+    ev->type = type;
+    ev->status = FERRY_OK;
+    ev->conn = conn;
+    ev->user_data = nullptr;
+    ev->conn_user_data = conn_user_data;
+    ev->message = "";
+    ev->segment_stride = type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
     return ev;
   }
   // Removes the events written here that `match` (what a queued event's

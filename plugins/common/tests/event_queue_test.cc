@@ -45,20 +45,18 @@ uint32_t DeliverAll(Queue& q, HostArray& h, uint32_t first) {
       [](FakeConn*, int32_t) {});
 }
 
-// What the fabric plugin writes for an arrival it reads off the network.
-void WriteArrival(ferry_event_t* ev, FakeConn* c, uint64_t msg_id) {
-  ev->type = FERRY_EV_ARRIVAL;
-  ev->status = FERRY_OK;
-  ev->num_segments = 0;
-  ev->conn = reinterpret_cast<ferry_conn_t*>(c);
-  ev->user_data = nullptr;
-  ev->conn_user_data = c->user_data;
+// What the fabric plugin writes for an arrival it reads off the network:
+// a slot from Take, then the message's fields (false when Take refused).
+bool WriteArrival(HostEvents* direct, FakeConn* c, uint64_t msg_id) {
+  ferry_event_t* ev = direct->Take(FERRY_EV_ARRIVAL, reinterpret_cast<ferry_conn_t*>(c),
+                                   c->user_data);
+  if (ev == nullptr) return false;
   ev->msg_id = msg_id;
   ev->header = nullptr;
   ev->header_len = 0;
   ev->segments = nullptr;
-  ev->segment_stride = sizeof(ferry_arrival_segment_t);
-  ev->message = "";
+  ev->num_segments = 0;
+  return true;
 }
 
 TEST(HostEvents, QueuedFirstThenDirectThenQueuedLaterInTheOrderTheyHappened) {
@@ -70,10 +68,8 @@ TEST(HostEvents, QueuedFirstThenDirectThenQueuedLaterInTheOrderTheyHappened) {
   HostEvents direct;
   direct.Open(&h.args, DeliverAll(q, h, 0));
   ASSERT_TRUE(q.Empty());
-  ferry_event_t* ev = direct.Take();
-  ASSERT_NE(ev, nullptr);
-  WriteArrival(ev, &a, 1);
-  WriteArrival(direct.Take(), &b, 2);
+  ASSERT_TRUE(WriteArrival(&direct, &a, 1));
+  WriteArrival(&direct, &b, 2);
   q.Push(FERRY_EV_CONN_BROKEN, &b, nullptr).status = FERRY_PEER_GONE;  // later
   uint32_t n = direct.Close();
   n += DeliverAll(q, h, n);
@@ -86,7 +82,8 @@ TEST(HostEvents, QueuedFirstThenDirectThenQueuedLaterInTheOrderTheyHappened) {
   EXPECT_EQ(h.at(2).msg_id, 2u);
   EXPECT_EQ(h.at(3).type, FERRY_EV_CONN_BROKEN);
   EXPECT_EQ(h.at(3).status, FERRY_PEER_GONE);
-  EXPECT_EQ(direct.Take(), nullptr) << "closed outside progress()";
+  EXPECT_EQ(direct.Take(FERRY_EV_ARRIVAL, nullptr, nullptr), nullptr)
+      << "closed outside progress()";
 }
 
 TEST(HostEvents, RetractedArrivalIsNeverReturnedAndLaterEventsMoveUp) {
@@ -95,15 +92,15 @@ TEST(HostEvents, RetractedArrivalIsNeverReturnedAndLaterEventsMoveUp) {
   HostArray h(8, sizeof(ferry_event_t) + 16);  // a host with a larger struct
   HostEvents direct;
   direct.Open(&h.args, 0);
-  WriteArrival(direct.Take(), &a, 1);
-  WriteArrival(direct.Take(), &b, 2);
-  WriteArrival(direct.Take(), &a, 3);
+  WriteArrival(&direct, &a, 1);
+  WriteArrival(&direct, &b, 2);
+  WriteArrival(&direct, &a, 3);
   // Connection a broke later in the same call: its arrivals can no longer
   // be answered, so they must not reach the host.
   direct.Retract([&a](const ferry_event_t& e) {
     return e.type == FERRY_EV_ARRIVAL && e.conn == reinterpret_cast<ferry_conn_t*>(&a);
   });
-  WriteArrival(direct.Take(), &b, 4);
+  WriteArrival(&direct, &b, 4);
   const uint32_t n = direct.Close();
   ASSERT_EQ(n, 2u);
   EXPECT_EQ(h.at(0).msg_id, 2u);
@@ -117,7 +114,7 @@ TEST(HostEvents, RetractNeverTouchesEventsDeliveredFromTheQueue) {
   HostArray h(4, sizeof(ferry_event_t));
   HostEvents direct;
   direct.Open(&h.args, DeliverAll(q, h, 0));
-  WriteArrival(direct.Take(), &a, 8);
+  WriteArrival(&direct, &a, 8);
   direct.Retract([](const ferry_event_t&) { return true; });
   ASSERT_EQ(direct.Close(), 1u);
   EXPECT_EQ(h.at(0).msg_id, 7u);
@@ -127,12 +124,12 @@ TEST(HostEvents, FullArrayRefusesSoTheCallerQueues) {
   HostArray h(2, sizeof(ferry_event_t));
   HostEvents direct;
   direct.Open(&h.args, 1);
-  EXPECT_NE(direct.Take(), nullptr);
-  EXPECT_EQ(direct.Take(), nullptr);
+  EXPECT_NE(direct.Take(FERRY_EV_ARRIVAL, nullptr, nullptr), nullptr);
+  EXPECT_EQ(direct.Take(FERRY_EV_ARRIVAL, nullptr, nullptr), nullptr);
   EXPECT_EQ(direct.Close(), 2u);
   HostEvents none;
   none.Open(&h.args, 2);  // the queue filled it already
-  EXPECT_EQ(none.Take(), nullptr);
+  EXPECT_EQ(none.Take(FERRY_EV_ARRIVAL, nullptr, nullptr), nullptr);
   EXPECT_EQ(none.Close(), 2u);
 }
 
@@ -143,7 +140,7 @@ TEST(HostEvents, MisalignedHostSlotsStayWithTheQueuesCopy) {
   HostArray odd(4, sizeof(ferry_event_t) + 4);
   HostEvents direct;
   direct.Open(&odd.args, 0);
-  EXPECT_EQ(direct.Take(), nullptr);
+  EXPECT_EQ(direct.Take(FERRY_EV_ARRIVAL, nullptr, nullptr), nullptr);
 
   Queue q;
   FakeConn a;

@@ -23,28 +23,6 @@ wire::SegEntry DescribeSegment(const char* table, size_t i, RxMsg* m) {
   return e;
 }
 
-// Why a frame whose fixed part is `h` cannot hold its segment table, or
-// nullptr when it can (and the count is within max_segments).
-const char* CheckTable(size_t len, const wire::Msg& h, uint32_t max_segments) {
-  if (h.num_segments > max_segments) return "too many segments";
-  if (len - sizeof h < h.num_segments * sizeof(wire::SegEntry)) {
-    return "truncated segment table";
-  }
-  return nullptr;
-}
-
-// RxMsgs are reused: a steady exchange keeps its segment count.
-void Reset(const wire::Msg& h, RxMsg* m) {
-  const size_t n = h.num_segments;
-  if (m->segs.size() != n) {
-    m->segs.resize(n);
-    m->bulk.resize(n);
-  }
-  m->has_rma = m->has_stream = false;
-  m->seq = h.head.aux;
-  m->sender_op = h.op_id;
-}
-
 }  // namespace
 
 Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
@@ -60,10 +38,10 @@ Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
     const char* why = ParseInlineMsg(frame, len, h, max_segments, m);
     return why == nullptr ? Status() : bad(why);
   }
-  if (const char* why = CheckTable(len, h, max_segments)) return bad(why);
+  if (const char* why = msg_parse::CheckTable(len, h, max_segments)) return bad(why);
   const size_t n = h.num_segments;
   size_t off = sizeof h;
-  Reset(h, m);
+  msg_parse::Reset(h, m);
   size_t remote = 0;
   for (size_t i = 0; i < n; ++i) {
     const wire::SegEntry e = DescribeSegment(frame + off, i, m);

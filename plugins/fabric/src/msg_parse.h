@@ -24,6 +24,34 @@ namespace ferry_fabric {
 Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
                 RxMsg* m);
 
+namespace msg_parse {  // the steps both parsers share
+
+// Why a frame whose fixed part is `h` cannot hold its segment table, or
+// nullptr when it can (and the count is within max_segments). The caller
+// read h from the frame, so len >= sizeof h.
+inline const char* CheckTable(size_t len, const wire::Msg& h, uint32_t max_segments) {
+  if (h.num_segments > max_segments) return "too many segments";
+  if (len - sizeof h < h.num_segments * sizeof(wire::SegEntry)) {
+    return "truncated segment table";
+  }
+  return nullptr;
+}
+
+// Sizes m's tables for h's segments and sets what h says of the message.
+// RxMsgs are reused: a steady exchange keeps its segment count.
+inline void Reset(const wire::Msg& h, RxMsg* m) {
+  const size_t n = h.num_segments;
+  if (m->segs.size() != n) {
+    m->segs.resize(n);
+    m->bulk.resize(n);
+  }
+  m->has_rma = m->has_stream = false;
+  m->seq = h.head.aux;
+  m->sender_op = h.op_id;
+}
+
+}  // namespace msg_parse
+
 // ParseMsg's case of a frame without a sender operation (h.op_id == 0:
 // every segment inline), for a caller that has read the fixed part `h`
 // already: nullptr when m was filled, else why the frame is malformed
@@ -36,21 +64,13 @@ Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
 [[gnu::always_inline]] inline const char* ParseInlineMsg(const char* frame, size_t len,
                                                      const wire::Msg& h, uint32_t max_segments,
                                                      RxMsg* m) {
-  // The caller read h from the frame, so len >= sizeof h.
-  const size_t n = h.num_segments;
-  if (n > max_segments) return "too many segments";
-  if (len - sizeof h < n * sizeof(wire::SegEntry)) return "truncated segment table";
+  if (const char* why = msg_parse::CheckTable(len, h, max_segments)) return why;
   // No sender operation: every segment must be inline, so the header and
   // each segment's bytes follow the table in order.
+  const size_t n = h.num_segments;
   const size_t header = sizeof h + n * sizeof(wire::SegEntry);
   if (len - header < h.header_len) return "truncated header";
-  if (m->segs.size() != n) {  // RxMsgs are reused: steady traffic keeps n
-    m->segs.resize(n);
-    m->bulk.resize(n);
-  }
-  m->has_rma = m->has_stream = false;
-  m->seq = h.head.aux;
-  m->sender_op = 0;
+  msg_parse::Reset(h, m);
   ferry_arrival_segment_t* const segs = m->segs.data();
   BulkSeg* const bulk = m->bulk.data();
   const char* const table = frame + sizeof h;

@@ -105,28 +105,19 @@ void Context::OnRecv(RxBuf* b, size_t len) {
 [[gnu::always_inline]] inline void Context::DeliverArrival(Conn* c, RxMsg* m) {
   m->msg_id = c->next_msg_id++;
   c->held = m;
-  ferry_event_t* ev = events_.Empty() ? host_events_.Take() : nullptr;
-  if (ev != nullptr) {  // inside progress(), nothing queued before it
-    ev->type = FERRY_EV_ARRIVAL;
-    ev->status = FERRY_OK;
-    ev->num_segments = static_cast<uint32_t>(m->segs.size());
-    ev->conn = reinterpret_cast<ferry_conn_t*>(c);
-    ev->user_data = nullptr;
-    ev->conn_user_data = c->user_data;
-    ev->msg_id = m->msg_id;
-    ev->header = m->header;
-    ev->header_len = m->header_len;
-    ev->segments = m->segs.empty() ? nullptr : m->segs.data();
-    ev->segment_stride = sizeof(ferry_arrival_segment_t);
-    ev->message = "";
-    return;
-  }
-  QueuedEvent& e = Emit(FERRY_EV_ARRIVAL, c, nullptr);
-  e.msg_id = m->msg_id;
-  e.header = m->header;
-  e.header_len = m->header_len;
-  e.segments = m->segs.empty() ? nullptr : m->segs.data();
-  e.num_segments = static_cast<uint32_t>(m->segs.size());
+  // Inside progress(), with nothing queued before it: straight into the
+  // host's array; otherwise queued.
+  ferry_event_t* ev = events_.Empty()
+                          ? host_events_.Take(FERRY_EV_ARRIVAL,
+                                              reinterpret_cast<ferry_conn_t*>(c),
+                                              c->user_data)
+                          : nullptr;
+  if (ev == nullptr) ev = &Emit(FERRY_EV_ARRIVAL, c, nullptr);
+  ev->msg_id = m->msg_id;
+  ev->header = m->header;
+  ev->header_len = m->header_len;
+  ev->segments = m->segs.empty() ? nullptr : m->segs.data();
+  ev->num_segments = static_cast<uint32_t>(m->segs.size());
 }
 
 // The latency path of the receive side: an all-inline MSG (no sender
