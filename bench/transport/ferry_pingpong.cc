@@ -135,6 +135,8 @@ Status FerryPingPong::Connect(const std::string& address, int timeout_ms) {
 
 Status FerryPingPong::Close(int timeout_ms) {
   if (conn_ == nullptr || closed_) return Status();
+  Status released = ReleaseHeldEcho();
+  if (!released.ok()) return released;
   closing_ = true;
   transport_->Close(conn_);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -402,9 +404,18 @@ Status FerryPingPong::WaitSendsDone() {
   return Status();
 }
 
+Status FerryPingPong::ReleaseHeldEcho() {
+  if (!holding_echo_) return Status();
+  holding_echo_ = false;
+  return transport_->Discard(conn_, held_echo_);
+}
+
 Status FerryPingPong::RoundTrip(uint64_t size) {
   const uint64_t seq = next_seq_++;
   Status st = SendRetrying(seq, buffers_->send->data(), size, send_mr_);
+  // The previous echo is answered now that this request has left (Echo
+  // does the same with the request after its reply).
+  if (st.ok()) st = ReleaseHeldEcho();
   if (!st.ok()) return st;
   Arrival a;
   st = WaitArrival(&a);
@@ -415,9 +426,20 @@ Status FerryPingPong::RoundTrip(uint64_t size) {
                       std::to_string(size) + " bytes, got #" +
                       std::to_string(a.seq) + " of " + std::to_string(a.length));
   }
-  bool done = false;
-  st = Receive(a, 0, &done);
-  if (st.ok() && !done) st = WaitSlotFree(0);
+  if (a.inline_data != nullptr) {
+    // Eager: the echo's bytes are copied into recv[0] now; the arrival is
+    // discarded after the next request leaves (ReleaseHeldEcho), so that
+    // the discard overlaps that request's flight instead of delaying it.
+    st = CopyInline(a, 0);
+    if (st.ok()) {
+      held_echo_ = a.msg_id;
+      holding_echo_ = true;
+    }
+  } else {
+    bool done = false;
+    st = Receive(a, 0, &done);
+    if (st.ok() && !done) st = WaitSlotFree(0);
+  }
   // The round trip ends when the echo is in place and the send buffer is
   // free again (its FERRY_EV_SEND_DONE), as a caller reusing it needs.
   if (st.ok()) st = WaitSendsDone();
@@ -451,6 +473,8 @@ Status FerryPingPong::Echo(uint64_t size) {
 }
 
 Status FerryPingPong::Stream(uint64_t size, uint32_t count, uint32_t window) {
+  Status released = ReleaseHeldEcho();
+  if (!released.ok()) return released;
   const uint64_t base = sends_posted_;
   uint32_t posted = 0;
   while (sends_done_ - base < count) {
@@ -502,6 +526,8 @@ Status FerryPingPong::StreamSink(uint64_t size, uint32_t count,
 }
 
 Status FerryPingPong::EndRun() {
+  Status released = ReleaseHeldEcho();
+  if (!released.ok()) return released;
   Status st = SendRetrying(kEndSeq, nullptr, 0, nullptr);
   if (st.ok()) st = WaitSendsDone();
   return st;

@@ -6,7 +6,9 @@
 //  - arrivals are answered with place() into preallocated, reused,
 //    pre-faulted buffers registered once with reg() where the plugin offers
 //    it; inline (eager) segments are copied out and the arrival discarded,
-//    as the ABI prescribes;
+//    as the ABI prescribes, once this side's next message has left (the
+//    discard then overlaps that message's flight, off the round trip's
+//    critical path; raw floor and fi_pingpong keep nothing to answer);
 //  - busy mode spins on progress(); sleep mode calls progress() and, when it
 //    returned nothing, blocks in poll() on the plugin's wakeup fd (or backs
 //    off when the plugin has none, as the core does); a plugin's own spin
@@ -96,6 +98,8 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   Status SendRetrying(uint64_t seq, const uint8_t* data, uint64_t size,
                       ferry_mr_t* mr);
   Status WaitArrival(Arrival* out);
+  // Discards the echo RoundTrip copied out and kept (if any).
+  Status ReleaseHeldEcho();
   // DATA_LOSS unless `a` is one segment that fits recv[slot].
   Status CheckFits(const Arrival& a, uint32_t slot) const;
   // `a` is one inline segment that fits recv[slot] (CheckFits would pass).
@@ -139,6 +143,9 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   uint64_t sends_done_ = 0;
   std::vector<uint8_t> slot_busy_;  // a place() into recv[i] is in flight
   uint64_t next_seq_ = 0;
+  // RoundTrip's last inline echo: copied out, answered by ReleaseHeldEcho.
+  uint64_t held_echo_ = 0;
+  bool holding_echo_ = false;
   IdleBackoff backoff_;  // sleep mode without a wakeup fd
   LoopCounters counters_;
   std::array<ferry_event_t, 16> events_{};
