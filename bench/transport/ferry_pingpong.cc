@@ -137,7 +137,7 @@ Status FerryPingPong::Close(int timeout_ms) {
   if (conn_ == nullptr || closed_) return Status();
   // close() releases an arrival the host still holds (the ABI), so a held
   // echo needs no discard() here, which a broken connection would refuse.
-  holding_echo_ = false;
+  held_echo_.reset();
   closing_ = true;
   transport_->Close(conn_);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -406,9 +406,10 @@ Status FerryPingPong::WaitSendsDone() {
 }
 
 Status FerryPingPong::ReleaseHeldEcho() {
-  if (!holding_echo_) return Status();
-  holding_echo_ = false;
-  return transport_->Discard(conn_, held_echo_);
+  if (!held_echo_) return Status();
+  const uint64_t msg_id = *held_echo_;
+  held_echo_.reset();
+  return transport_->Discard(conn_, msg_id);
 }
 
 Status FerryPingPong::RoundTrip(uint64_t size) {
@@ -432,10 +433,7 @@ Status FerryPingPong::RoundTrip(uint64_t size) {
     // discarded after the next request leaves (ReleaseHeldEcho), so that
     // the discard overlaps that request's flight instead of delaying it.
     st = CopyInline(a, 0);
-    if (st.ok()) {
-      held_echo_ = a.msg_id;
-      holding_echo_ = true;
-    }
+    if (st.ok()) held_echo_ = a.msg_id;
   } else {
     bool done = false;
     st = Receive(a, 0, &done);

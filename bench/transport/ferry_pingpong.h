@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,9 +144,9 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   uint64_t sends_done_ = 0;
   std::vector<uint8_t> slot_busy_;  // a place() into recv[i] is in flight
   uint64_t next_seq_ = 0;
-  // RoundTrip's last inline echo: copied out, answered by ReleaseHeldEcho.
-  uint64_t held_echo_ = 0;
-  bool holding_echo_ = false;
+  // RoundTrip's last inline echo (its msg_id): copied out, answered by
+  // ReleaseHeldEcho.
+  std::optional<uint64_t> held_echo_;
   IdleBackoff backoff_;  // sleep mode without a wakeup fd
   LoopCounters counters_;
   std::array<ferry_event_t, 16> events_{};

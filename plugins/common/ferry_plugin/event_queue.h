@@ -40,6 +40,12 @@ inline bool HostSlotsInPlace(const ferry_progress_args_t* args) {
          reinterpret_cast<uintptr_t>(args->events) % alignof(ferry_event_t) == 0;
 }
 
+// segment_stride of a fresh event of `type`: arrivals describe their
+// segments with the plugin's ferry_arrival_segment_t, other events have none.
+inline uint64_t SegmentStrideOf(int32_t type) {
+  return type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
+}
+
 template <typename Conn>
 class EventQueue {
  public:
@@ -70,7 +76,7 @@ class EventQueue {
     e.header = nullptr;
     e.header_len = 0;
     e.segments = nullptr;
-    e.segment_stride = type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
+    e.segment_stride = SegmentStrideOf(type);
     e.owner = conn;
     if (!e.text.empty()) e.text.clear();
     e.suppressed = false;
@@ -205,7 +211,7 @@ class HostEvents {
     ev->user_data = nullptr;
     ev->conn_user_data = conn_user_data;
     ev->message = "";
-    ev->segment_stride = type == FERRY_EV_ARRIVAL ? sizeof(ferry_arrival_segment_t) : 0;
+    ev->segment_stride = SegmentStrideOf(type);
     return ev;
   }
   // Removes the events written here that `match` (what a queued event's
