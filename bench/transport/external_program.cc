@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +47,28 @@ std::string FindProgram(const std::string& name) {
   return "";
 }
 
+std::string SelfExecutable() {
+  // Resolved, not the literal "/proc/self/exe": exec'ing that would start
+  // valgrind's tool instead of the benchmark when profiling with
+  // --trace-children, and argv[0] must be absolute for the plugin loader's
+  // relative search directory.
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  return len > 0 ? std::string(self, static_cast<size_t>(len))
+                 : std::string("/proc/self/exe");
+}
+
+int ExecReference(int argc, char** argv) {
+  if (argc < 4) return 126;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The benchmark may have died before the line above: then nobody would
+  // kill this reference.
+  if (getppid() != static_cast<pid_t>(std::atol(argv[2]))) return 126;
+  execv(argv[3], argv + 3);
+  std::fprintf(stderr, "cannot exec %s: %s\n", argv[3], std::strerror(errno));
+  return 127;
+}
+
 StatusOr<std::unique_ptr<ExternalProgram>> ExternalProgram::Start(
     const std::vector<std::string>& argv) {
   int out[2], err[2];
@@ -56,30 +80,25 @@ StatusOr<std::unique_ptr<ExternalProgram>> ExternalProgram::Start(
     close(out[1]);
     return Status(FERRY_UNKNOWN, std::string("pipe: ") + std::strerror(errno));
   }
-  // Everything the child needs is prepared before fork(): between fork and
-  // exec only async-signal-safe calls are allowed (libfabric may have
-  // threads running).
+  std::vector<std::string> all = {SelfExecutable(), kExecReferenceFlag,
+                                  std::to_string(getpid())};
+  all.insert(all.end(), argv.begin(), argv.end());
   std::vector<char*> args;
-  std::vector<std::string> copy = argv;
-  for (std::string& a : copy) args.push_back(a.data());
+  for (std::string& a : all) args.push_back(a.data());
   args.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    const int e = errno;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(),
+                             environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
     for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-    return Status(FERRY_UNKNOWN, std::string("fork: ") + std::strerror(e));
-  }
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);  // the benchmark is already gone
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out[1], 1) < 0 ||
-        dup2(err[1], 2) < 0) {
-      _exit(126);
-    }
-    execv(args[0], args.data());
-    _exit(127);
+    return Status(FERRY_UNKNOWN, "cannot start " + argv[0] + " (posix_spawn " +
+                                     all[0] + "): " + std::strerror(rc));
   }
   close(out[1]);
   close(err[1]);

@@ -1,8 +1,20 @@
 // A program the benchmark runs as a reference (libfabric's fi_pingpong),
-// with its stdout and stderr captured. It is started with fork + exec rather
-// than posix_spawn so that the child can ask to be killed when the benchmark
-// dies (PR_SET_PDEATHSIG): a reference left behind would spin or wait on a
-// port forever on a machine other people share. Starting it is not timed.
+// with its stdout and stderr captured. Starting it is not timed, but how it
+// is started shows in the rounds after it:
+//
+// - Not fork(). A fork write-protects every private page of the benchmark
+//   for copy-on-write, and the next write to each page faults, even after
+//   the child has gone. On tcp;ofi_rxm a message endpoint's sends land in
+//   rxm's bounce buffers, posted 4 096 at a time (msg_rx_size with a shared
+//   receive context) and used in turn, one new page per message: after each
+//   fi_pingpong batch, ferry's next ~4 000 round trips took a fault each in
+//   both processes, +3 us on a 13 us round trip (docs/benchmarks/README.md,
+//   "fork and rxm's bounce buffers"). The raw RMA floor, whose writes land
+//   in one registered buffer, never showed it.
+// - So posix_spawn (no page tables copied) of this very binary with
+//   --exec-reference, which asks to be killed when the benchmark dies
+//   (PR_SET_PDEATHSIG: a reference left behind would spin or wait on a port
+//   forever on a machine other people share) and then execs the program.
 #pragma once
 
 #include "common/status.h"
@@ -51,5 +63,15 @@ class ExternalProgram {
 
 // The absolute path of `name` on $PATH, or "" when it is not installed.
 std::string FindProgram(const std::string& name);
+
+// The running binary's resolved path (for exec'ing itself).
+std::string SelfExecutable();
+
+// The --exec-reference trampoline, run first thing in main():
+// `SELF --exec-reference PARENT_PID PROGRAM ARGS...` sets the parent-death
+// signal, gives up (126) if PARENT_PID is already gone, and execs PROGRAM.
+// Returns only on failure, with the exit status to use.
+constexpr char kExecReferenceFlag[] = "--exec-reference";
+int ExecReference(int argc, char** argv);
 
 }  // namespace ferry::bench

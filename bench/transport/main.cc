@@ -32,6 +32,7 @@
 //   report.*            table and JSON; machine_info.* what it ran on
 #include "loader/plugin_loader.h"
 #include "transport/buffers.h"
+#include "transport/external_program.h"
 #include "transport/ferry_pingpong.h"
 #include "transport/machine_info.h"
 #include "transport/measure.h"
@@ -504,6 +505,9 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
 
 int main(int argc, char** argv) {
   using namespace ferry::bench;
+  if (argc > 1 && std::strcmp(argv[1], kExecReferenceFlag) == 0) {
+    return ExecReference(argc, argv);  // starting fi_pingpong: not a benchmark
+  }
   auto options = ParseOptions(argc, argv);
   if (!options.ok()) {
     if (options.status().code() == FERRY_NOT_FOUND) {  // --help

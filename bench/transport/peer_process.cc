@@ -1,5 +1,7 @@
 #include "transport/peer_process.h"
 
+#include "transport/external_program.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -110,14 +112,8 @@ StatusOr<std::unique_ptr<PeerProcess>> PeerProcess::Spawn(
     return st;
   }
   // The very binary that is running, however it was invoked (from PATH, by
-  // the `ferry` CLI, by ctest), by its resolved path: exec'ing the literal
-  // "/proc/self/exe" would start valgrind's tool instead of the benchmark
-  // when profiling with --trace-children, and argv[0] must be absolute for
-  // the plugin loader's relative search directory.
-  char self[4096];
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  const std::string exe = len > 0 ? std::string(self, static_cast<size_t>(len))
-                                  : std::string("/proc/self/exe");
+  // the `ferry` CLI, by ctest).
+  const std::string exe = SelfExecutable();
   std::vector<std::string> all = {exe};
   all.insert(all.end(), args.begin(), args.end());
   all.push_back("--control-fd");
