@@ -4,8 +4,8 @@
 //
 // - Not fork(). A fork write-protects every private page of the benchmark
 //   for copy-on-write, and the next write to each page faults, even after
-//   the child has gone. On tcp;ofi_rxm a message endpoint's sends land in
-//   rxm's bounce buffers, posted 4 096 at a time (msg_rx_size with a shared
+//   the child has gone. On tcp;ofi_rxm the messages an endpoint receives
+//   land in rxm's bounce buffers, 4 096 posted (msg_rx_size with a shared
 //   receive context) and used in turn, one new page per message: after each
 //   fi_pingpong batch, ferry's next ~4 000 round trips took a fault each in
 //   both processes, +3 us on a 13 us round trip (docs/benchmarks/README.md,
