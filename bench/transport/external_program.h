@@ -2,15 +2,12 @@
 // with its stdout and stderr captured. Starting it is not timed, but how it
 // is started shows in the rounds after it:
 //
-// - Not fork(). A fork write-protects every private page of the benchmark
-//   for copy-on-write, and the next write to each page faults, even after
-//   the child has gone. On tcp;ofi_rxm the messages an endpoint receives
-//   land in rxm's bounce buffers, 4 096 posted (msg_rx_size with a shared
-//   receive context) and used in turn, one new page per message: after each
-//   fi_pingpong batch, ferry's next ~4 000 round trips took a fault each in
-//   both processes, +3 us on a 13 us round trip (docs/benchmarks/README.md,
-//   "fork and rxm's bounce buffers"). The raw RMA floor, whose writes land
-//   in one registered buffer, never showed it.
+// - Not fork(): it write-protects every private page for copy-on-write,
+//   and each page's next write faults even after the child is gone. On
+//   tcp;ofi_rxm that is one fault per received message for the next few
+//   thousand (rxm walks its bounce buffers one page per message), and it
+//   hit ferry's rounds after each batch but not the RMA floor's
+//   (docs/benchmarks/README.md, "fork and rxm's bounce buffers").
 // - So posix_spawn (no page tables copied) of this very binary with
 //   --exec-reference, which asks to be killed when the benchmark dies
 //   (PR_SET_PDEATHSIG: a reference left behind would spin or wait on a port
