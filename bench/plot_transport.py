@@ -46,8 +46,8 @@ def size_label(n, _pos=None):
 
 
 def normalise(data):
-    """Schema 1 had one reference, "raw" (raw TCP), and a flat "ratio".
-    Files from before loop means compare batch references by plain means."""
+    """Schema 1 has one reference, "raw" (raw TCP), and a flat "ratio".
+    Files without loop means compare batch references by plain means."""
     if data.get("schema_version", 1) < 2:
         data["references"] = [{"key": "raw", "label": "raw TCP",
                                "measured": True}]

@@ -41,10 +41,9 @@ class Buffer {
 // recv[0] and answers from `reply`, its own buffer holding the same bytes
 // as the client's `send`, as fabtests' fi_pingpong and OSU's latency test
 // answer from a send buffer of their own. (Sending back the buffer just
-// received into would make every reply read lines the copy just wrote,
-// which, when the two CPUs share no cache, cost the raw libfabric floor
-// 1.4x at 4 MiB: a different traffic pattern from the reference's.) The
-// client checks that each reply arrived intact and the peer checks each
+// received into would make every reply read lines the receive just wrote:
+// when the two CPUs share no cache, a different and much slower traffic
+// pattern from the reference's at large sizes.) The client checks that each reply arrived intact and the peer checks each
 // request (measure.cc).
 struct BufferSet {
   std::unique_ptr<Buffer> send;               // client only (else null)

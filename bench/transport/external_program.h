@@ -5,9 +5,9 @@
 // - Not fork(): it write-protects every private page for copy-on-write,
 //   and each page's next write faults even after the child is gone. On
 //   tcp;ofi_rxm that is one fault per received message for the next few
-//   thousand (rxm walks its bounce buffers one page per message), and it
-//   hit ferry's rounds after each batch but not the RMA floor's
-//   (docs/benchmarks/README.md, "fork and rxm's bounce buffers").
+//   thousand (rxm walks its bounce buffers one page per message), which
+//   would slow ferry's rounds after each batch but not the RMA floor's
+//   (docs/benchmarks/README.md, "Host effects").
 // - So posix_spawn (no page tables copied) of this very binary with
 //   --exec-reference, which asks to be killed when the benchmark dies
 //   (PR_SET_PDEATHSIG: a reference left behind would spin or wait on a port

@@ -175,8 +175,8 @@ size_t Nth(size_t index, uint32_t round, size_t k, size_t n) {
 // Batch references run after kBatches evenly spaced rounds (every round
 // when there are fewer), each with its share of the round trips: on a
 // machine whose speed shifts within seconds (a VM whose vCPUs the host
-// moves), one batch in the middle caught one state while the other
-// implementations' rounds caught a mix; spread out, they sample the same
+// moves), a single batch would catch one state while the other
+// implementations' rounds catch a mix; spread out, they sample the same
 // mix. Four, not one per round: each batch starts fi_pingpong's two
 // processes two or three times (~0.3 s each).
 constexpr uint32_t kBatches = 4;

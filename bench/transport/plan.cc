@@ -24,11 +24,11 @@ std::vector<SizePlan> BuildPlan(const Options& o) {
         std::max<uint64_t>(o.min_iters, std::min<uint64_t>(o.iters, by_budget)));
     // Warm-up: caches, TCP's congestion window and the socket buffers' auto-
     // tuning all need a few exchanges before they settle.
-    // Rounds: the shorter each turn, the less a drift of this shared VM's
-    // speed (20-40% within a minute) lands on one implementation only. With
-    // 4 rounds of 2 500 at 64 B, repeated runs of the same build gave tcp
-    // ratios from 1.10 to 1.28; with 40 rounds, 1.19 to 1.20. A round of
-    // ~500 round trips keeps the warm-up per round (a tenth) small.
+    // Rounds: the shorter each turn, the less a drift of a shared machine's
+    // speed (a VM's can move by tens of percent within a minute) lands on
+    // one implementation only; few long turns make the ratio swing from run
+    // to run. A round of ~500 round trips keeps the warm-up per round (a
+    // tenth) small.
     const uint32_t rounds =
         o.rounds != 0 ? o.rounds : std::clamp<uint32_t>(p.iters / 500, 4, 20);
     p.rounds = std::max<uint32_t>(1, std::min(rounds, p.iters));
@@ -36,13 +36,11 @@ std::vector<SizePlan> BuildPlan(const Options& o) {
         2, std::min<uint32_t>(1000, p.iters / 10 / p.rounds));
     // Settling, once per size before the first round: a transport's first
     // passes through memory it has not touched yet cost a page fault per
-    // page, in both processes. libfabric's shm provider writes each message
-    // into the next slot of a command queue in a shared mapping: at 64 B,
-    // one fault every 8-16 round trips (4-8 us each), for the first ~1 000
-    // round trips of a connection, which a per-round warm-up of 50 leaves
-    // in the first two rounds (+50 ns on the 64 B mean here). A batch
-    // reference (fi_pingpong) amortizes the same faults over its long run,
-    // so without this the comparison was not between steady states. Capped
+    // page, in both processes (libfabric's shm provider writes each message
+    // into the next slot of a command queue in a shared mapping, so the
+    // first ~1 000 round trips of a connection fault every few round trips).
+    // A batch reference (fi_pingpong) amortizes those faults over its long
+    // run; settling first compares steady state with steady state. Capped
     // in bytes so that large sizes, which fault nothing new, stay cheap,
     // and at half the timed count so that a short (smoke) run stays short.
     p.settle = std::max<uint32_t>(

@@ -2,13 +2,12 @@
 // handler's executor thread, the dispatcher).
 //
 // pybind11's gil_scoped_acquire gives a thread that has no Python thread
-// state a fresh one and deletes it again on release. Per call that is a new
-// PyThreadState, a new frame stack (Python 3.11 maps and unmaps it: page
-// faults and a TLB flush every time) and empty threading.local()s, whose
-// first lookup raises and formats an AttributeError: a no-op call took 67
-// rather than 54 us, and rpc_async with 64 in flight managed 18k rather
-// than 28k calls/s (shm, busy-poll). ferry's threads live as long as their worker,
-// so each keeps the thread state it was first given until it exits.
+// state a fresh one and deletes it again on release. Per call that would be
+// a new PyThreadState, a new frame stack (Python 3.11 maps and unmaps it:
+// page faults and a TLB flush every time) and empty threading.local()s,
+// whose first lookup raises and formats an AttributeError: a large share of
+// a small call's cost. ferry's threads live as long as their worker, so each
+// keeps the thread state it was first given until it exits.
 #pragma once
 
 #include <pybind11/pybind11.h>
