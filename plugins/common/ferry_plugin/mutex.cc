@@ -1,5 +1,7 @@
 #include "ferry_plugin/mutex.h"
 
+#include "ferry_support/cpu_relax.h"
+
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,14 +20,6 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
 // holder is running, so the spin is short and then the waiter sleeps.
 constexpr int kSpins = 100;
 
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 long Futex(std::atomic<uint32_t>* word, int op, uint32_t value) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
                  nullptr, nullptr, 0);
@@ -35,7 +29,7 @@ long Futex(std::atomic<uint32_t>* word, int op, uint32_t value) {
 
 void Mutex::LockContended() {
   for (int i = 0; i < kSpins; ++i) {
-    CpuRelax();
+    ferry_support::CpuRelax();
     uint32_t expected = kFree;
     if (state_.load(std::memory_order_relaxed) == kFree &&
         state_.compare_exchange_weak(expected, kLocked,

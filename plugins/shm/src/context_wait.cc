@@ -25,22 +25,13 @@
 #include "context.h"
 #include "shared_atomic.h"
 
+#include "ferry_support/cpu_relax.h"
+
 #include <unistd.h>
 
 #include <cstdint>
 
 namespace ferry_shm {
-namespace {
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-}  // namespace
 
 void Context::Kick() {
   if (armed_.load(std::memory_order_seq_cst)) {
@@ -69,7 +60,7 @@ bool Context::SpinThenArm() {
     for (uint32_t i = 1;; ++i) {
       if (PassOverConns()) return true;
       if ((i & 15) == 0 && MonotonicNs() - start >= limit) break;
-      CpuRelax();
+      ferry_support::CpuRelax();
     }
   }
   return Arm();

@@ -1,5 +1,7 @@
 #include "raw_floor.h"
 
+#include "ferry_support/cpu_relax.h"
+
 #include <time.h>
 
 #include <algorithm>
@@ -42,7 +44,6 @@ struct Region {
 
 uint64_t Load(const Word& w) { return __atomic_load_n(&w.v, __ATOMIC_ACQUIRE); }
 void Store(Word& w, uint64_t v) { __atomic_store_n(&w.v, v, __ATOMIC_RELEASE); }
-void Relax() { __builtin_ia32_pause(); }
 
 uint64_t NowNs() {
   timespec ts;
@@ -54,7 +55,7 @@ void RingWrite(Ring& r, const unsigned char* src, uint64_t n) {
   uint64_t head = r.head.v;  // only we write it
   for (uint64_t off = 0; off < n;) {
     const uint64_t c = std::min(kChunk, n - off);
-    while (head + c - Load(r.tail) > kRing) Relax();
+    while (head + c - Load(r.tail) > kRing) ferry_support::CpuRelax();
     const uint64_t at = head % kRing;
     const uint64_t first = std::min(c, kRing - at);
     std::memcpy(r.data + at, src + off, first);
@@ -69,7 +70,7 @@ void RingRead(Ring& r, unsigned char* dst, uint64_t n) {
   uint64_t tail = r.tail.v;
   for (uint64_t off = 0; off < n;) {
     uint64_t avail;
-    while ((avail = Load(r.head) - tail) == 0) Relax();
+    while ((avail = Load(r.head) - tail) == 0) ferry_support::CpuRelax();
     const uint64_t c = std::min(avail, n - off);
     const uint64_t at = tail % kRing;
     const uint64_t first = std::min(c, kRing - at);
@@ -92,7 +93,7 @@ void RawServe(void* region) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t g;
-    while ((g = Load(r.gen)) == seen) Relax();
+    while ((g = Load(r.gen)) == seen) ferry_support::CpuRelax();
     seen = g;
     const uint64_t mode = Load(r.mode), size = Load(r.size), iters = Load(r.iters);
     const uint64_t base = Load(r.base);
@@ -103,7 +104,7 @@ void RawServe(void* region) {
     }
     for (uint64_t i = base + 1; i <= base + iters; ++i) {
       if (mode == 1) {
-        while (Load(r.up.seq) != i) Relax();
+        while (Load(r.up.seq) != i) ferry_support::CpuRelax();
         std::memcpy(buf.get(), r.up.payload, size);
         std::memcpy(r.down.payload, buf.get(), size);
         Store(r.down.seq, i);
@@ -134,7 +135,7 @@ std::vector<double> RawPingPong(void* region, uint64_t size, int iters) {
     if (size <= kRawSlotMax) {
       std::memcpy(r.up.payload, src.data(), size);
       Store(r.up.seq, i);
-      while (Load(r.down.seq) != i) Relax();
+      while (Load(r.down.seq) != i) ferry_support::CpuRelax();
       std::memcpy(dst.data(), r.down.payload, size);
     } else {
       RingWrite(r.rup, src.data(), size);
@@ -142,7 +143,7 @@ std::vector<double> RawPingPong(void* region, uint64_t size, int iters) {
     }
     rtt.push_back(static_cast<double>(NowNs() - t0));
   }
-  while (Load(r.done_gen) != g) Relax();
+  while (Load(r.done_gen) != g) ferry_support::CpuRelax();
   return rtt;
 }
 
