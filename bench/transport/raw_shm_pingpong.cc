@@ -1,5 +1,7 @@
 #include "transport/raw_shm_pingpong.h"
 
+#include "ferry_support/cpu_relax.h"
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -112,8 +114,6 @@ namespace {
 constexpr uint32_t kSpinsPerLivenessCheck = 1u << 22;
 constexpr long kFutexTimeoutNs = 100 * 1000 * 1000;
 
-void Pause() { __builtin_ia32_pause(); }
-
 }  // namespace
 
 RawShmPingPong::RawShmPingPong(PollMode mode, BufferSet* buffers, void* base,
@@ -222,7 +222,7 @@ Status RawShmPingPong::WaitChange(const uint64_t* word, uint64_t seen,
                                   uint64_t* flag) {
   if (mode_ == PollMode::kBusy) {
     for (uint32_t spins = 1; Load(word) == seen; ++spins) {
-      Pause();
+      ferry_support::CpuRelax();
       if (spins % kSpinsPerLivenessCheck == 0) {
         Status st = CheckPeerAlive();
         if (!st.ok()) return st;
