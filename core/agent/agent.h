@@ -1,77 +1,50 @@
-// ferry::Agent: one worker of a job — membership, registered functions,
-// outgoing and incoming calls, and the RRef context — over an Engine.
-// The public C API (abi/include/ferry/ferry.h) is a thin layer over it.
+// ferry::Agent: one worker of a job. The public C API
+// (abi/include/ferry/ferry.h) is a thin layer over it.
+//
+// It composes the parts, each in its own file:
+//   engine/          connections and the progress loop (Engine)
+//   membership/      the rendezvous store (RendezvousStore: StoreServer when
+//                    this worker hosts it, else StoreClient) and the
+//                    MemberTable it feeds
+//   rref/            the RRef protocol's state (RRefContext), whose messages
+//                    RRefMessenger carries
+//   agent/           ValueCodec (values in messages), OutgoingCalls (calls
+//                    waiting for replies), IncomingCalls (registered
+//                    functions, calls being served)
+// and is the engine's sink: it starts and stops them, routes each arriving
+// message to the part it is for, and applies the store's member events to
+// the engine, the member table and the calls waiting for a name.
+//
+// Locks: the Agent has none of its own. Each part has its own mutex and
+// never holds it while calling into another part, except that
+// IncomingCalls::Register adds an engine timer and OutgoingCalls undoes an
+// RRef fork under their locks: the order is always part -> Engine or
+// RRefContext, never back (those call the agent only without their locks).
 #pragma once
 
-#include "agent/executor.h"
 #include "agent/future.h"
-#include "agent/value.h"
+#include "agent/incoming_calls.h"
+#include "agent/options.h"
+#include "agent/outgoing_calls.h"
+#include "agent/rref_messenger.h"
+#include "agent/value_codec.h"
 #include "common/status.h"
 #include "engine/engine.h"
+#include "membership/member_table.h"
+#include "membership/store.h"
+#include "membership/store_client.h"
 #include "membership/store_server.h"
 #include "rref/rref_context.h"
+#include "wire/value.h"
 
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 namespace ferry {
-
-struct AgentOptions {
-  std::string name;
-  std::string job = "default";
-  std::vector<std::string> transports{"tcp"};  // or every plugin for "auto"
-  bool auto_select = false;  // "auto": skip plugins that do not open here
-  std::string store_address;
-  bool host_store = false;
-  std::string secret;
-  bool busy_poll = false;
-  std::chrono::milliseconds default_timeout{30000};
-  std::chrono::milliseconds peer_timeout{3000};
-  std::chrono::milliseconds join_timeout{10000};
-  unsigned executor_threads = 4;
-};
-
-enum class MemberState { kAlive = 1, kLeft = 2, kGone = 3 };
-
-struct MemberInfo {
-  uint64_t id = 0;
-  uint64_t incarnation = 0;
-  std::string name;
-  MemberState state = MemberState::kAlive;
-  std::string transport;  // "self", a plugin name, or "" (not connected)
-};
-
-class Agent;
-
-// A call being served here (a ferry_call_t). Answered exactly once.
-class IncomingCall {
- public:
-  uint64_t caller_id() const { return from_.id; }
-  const std::string& caller_name() const { return caller_name_; }
-  const std::string& function() const { return function_; }
-  // FAILED_PRECONDITION if answered already.
-  Status Reply(Value result);
-  Status Fail(Status error);
-  ~IncomingCall();
-
- private:
-  friend class Agent;
-  IncomingCall() = default;
-  std::shared_ptr<Agent> agent_;
-  PeerKey from_;
-  std::string caller_name_;
-  std::string function_;
-  uint64_t call_id_ = 0;
-  wire::CallKind kind_ = wire::CallKind::kRpc;
-  wire::Guid rref_;
-  std::atomic<bool> answered_{false};
-};
 
 class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
  public:
@@ -91,7 +64,7 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   std::chrono::milliseconds default_timeout() const { return options_.default_timeout; }
 
   // `handler` owns the call: it must Reply or Fail it, now or later.
-  using Handler = std::function<void(std::unique_ptr<IncomingCall> call, Value args)>;
+  using Handler = IncomingCalls::Handler;
   Status Register(const std::string& function, Handler handler, bool may_block);
 
   // `to` is a member name or "#<id>". timeout 0 = default.
@@ -110,7 +83,7 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
 
   std::vector<MemberInfo> Members();
   Status WaitForWorkers(size_t n, std::chrono::milliseconds timeout);
-  using MemberCallback = std::function<void(const MemberInfo&)>;
+  using MemberCallback = MemberTable::Callback;
   void OnMembership(MemberCallback cb);
 
   struct Stats {
@@ -128,101 +101,33 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   void OnStoreConnGone(uint64_t conn, const Status& why) override;
 
  private:
-  friend class IncomingCall;
-  struct PendingCall {
-    std::shared_ptr<Future> future;
-    uint64_t to = 0;              // 0 while the name is not known yet
-    std::string to_name;
-    std::chrono::steady_clock::time_point deadline;
-    std::unique_ptr<OutMessage> unsent;  // waiting for `to_name` to join
-    std::vector<wire::RRefRef> forks;    // to undo if never sent
-    std::function<void(const Status&)> on_settled;  // remote(): confirm/abandon
-  };
-  struct HandlerEntry {
-    // Shared, so that a call takes a reference to it rather than a copy of
-    // the callable (a copy allocates for most lambdas).
-    std::shared_ptr<const Handler> fn;
-    bool may_block = false;
-  };
-
   explicit Agent(AgentOptions options);
   Status StartImpl();
-  Status JoinStore();
-  Status TryJoinStore(std::chrono::steady_clock::time_point deadline);
+  // Makes the engine, the RRef context and the parts that need only them.
+  void MakeEngine();
+  // Hosts the job's store or becomes a client of it, and joins it.
+  StatusOr<wire::StoreJoined> JoinStore();
+  // The periodic jobs: call deadlines, acknowledgements, RRef retries.
+  void AddTimers();
   void ApplyMemberEvent(const wire::StoreMemberEvent& ev);
-  void SetMemberState(uint64_t id, uint64_t incarnation, MemberState state);
-  StatusOr<uint64_t> Resolve(const std::string& to);
-  // Encodes `v` for member `to` into `msg` (tensors move into it, RRefs
-  // are forked); `meta` receives the description.
-  Status EncodeValue(Value& v, uint64_t to, wire::ValueMeta* meta, OutMessage* msg,
-                     std::vector<wire::RRefRef>* forks);
-  Status EncodeParts(Value& v, bool hand_over_tensors, uint64_t to,
-                     wire::ValueMeta* meta, OutMessage* msg,
-                     std::vector<wire::RRefRef>* forks);
-  Status EncodeShared(const std::shared_ptr<Value>& v, uint64_t to,
-                      wire::ValueMeta* meta, OutMessage* msg,
-                      std::vector<wire::RRefRef>* forks);
-  StatusOr<Value> DecodeValue(uint64_t from, wire::ValueMeta& meta, InMessage& msg);
-  std::shared_ptr<Future> StartCall(const std::string& to, wire::Request req,
-                                    Value args, std::chrono::milliseconds timeout,
-                                    std::function<void(const Status&)> on_settled);
-  void SendPending(uint64_t call_id);
-  void OnRequest(PeerKey from, InMessage& msg);
-  void OnResponse(PeerKey from, InMessage& msg);
-  void Respond(const PeerKey& to, uint64_t call_id, Status status, Value* value,
-               const std::shared_ptr<Value>& shared = nullptr);
+  // The call-deadline timer: the early calls' grace, then the deadlines.
   void ExpireCalls();
-  // Dispatches again the early calls for `function` (all of them with an
-  // empty name: the grace is over, and they fail as unknown).
-  void RedispatchEarlyCalls(const std::string& function);
-  void FailCallsTo(uint64_t id, const Status& why);
-  void SendControl(uint64_t to, const wire::Control& c);
-  // Acknowledgements are batched: queued here, sent as one CONTROL_ACK per
-  // peer by a 1 ms timer (a lost one is covered by the sender's retry).
-  void SendControlAck(uint64_t to, uint64_t control_id);
-  void FlushControlAcks();
-  void EmitMember(const MemberInfo& m);
 
   AgentOptions options_;
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<RRefContext> rrefs_;
-  std::unique_ptr<StoreServer> store_;  // when this worker hosts it
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<RRefMessenger> rref_messenger_;
+  std::unique_ptr<ValueCodec> codec_;
+  MemberTable members_;
+  std::unique_ptr<OutgoingCalls> calls_;
+  // Made once the engine started (it starts the executor's threads).
+  std::unique_ptr<IncomingCalls> incoming_;
+  std::unique_ptr<StoreServer> store_server_;  // when this worker hosts it
+  std::unique_ptr<StoreClient> store_client_;  // when another worker does
+  RendezvousStore* store_ = nullptr;           // the one of the two joined
   wire::MemberRecord self_;
   std::string store_address_;
-  uint64_t store_conn_ = 0;
   std::atomic<bool> stopped_{false};
-  std::atomic<int> serving_{0};  // incoming calls not answered yet
-
-  std::mutex mu_;  // everything below
-  std::map<std::string, HandlerEntry> handlers_;
-  // Calls for a function not registered yet that arrived within
-  // kRegistrationGrace of joining: a worker registers its functions right
-  // after it starts, and a caller that saw it join may be quicker. They are
-  // dispatched once the function is registered, or fail as unknown when
-  // the grace ends.
-  struct EarlyCall {
-    PeerKey from;
-    std::shared_ptr<InMessage> msg;
-    std::string function;
-  };
-  std::vector<EarlyCall> early_calls_;
-  std::chrono::steady_clock::time_point registration_grace_until_{};
-  std::map<uint64_t, PendingCall> calls_;
-  // No pending call's deadline is earlier than this (it may be earlier
-  // than any: a call that set it may have been answered since). The expiry
-  // timer scans calls_ only once it has passed, so 100 000 calls in flight
-  // cost a scan per deadline that could be due, not one every tick.
-  std::chrono::steady_clock::time_point earliest_deadline_ =
-      std::chrono::steady_clock::time_point::max();
-  uint64_t next_call_id_ = 1;
-  std::map<uint64_t, MemberInfo> members_;
-  std::map<std::string, uint64_t> ids_by_name_;
-  std::vector<MemberCallback> member_callbacks_;
-  std::map<uint64_t, std::vector<uint64_t>> acks_to_send_;
-  bool join_answered_ = false;
-  wire::StoreJoined join_reply_;
-  Status store_status_;
 };
 
 }  // namespace ferry

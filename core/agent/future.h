@@ -3,8 +3,8 @@
 // continuations run by whoever completes it.
 #pragma once
 
-#include "agent/value.h"
 #include "common/status.h"
+#include "wire/value.h"
 
 #include <atomic>
 #include <chrono>

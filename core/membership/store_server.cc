@@ -8,11 +8,13 @@ namespace {
 constexpr const char* kLog = "store";
 }
 
-wire::StoreJoined StoreServer::JoinLocal(const wire::MemberRecord& record) {
-  return Join(0, record);
+StatusOr<wire::StoreJoined> StoreServer::Join(const wire::MemberRecord& self) {
+  wire::StoreJoined joined = Admit(0, self);
+  if (joined.status != FERRY_OK) return Status(joined.status, joined.message);
+  return joined;
 }
 
-wire::StoreJoined StoreServer::Join(uint64_t conn, wire::MemberRecord record) {
+wire::StoreJoined StoreServer::Admit(uint64_t conn, wire::MemberRecord record) {
   wire::StoreJoined reply;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -87,7 +89,7 @@ wire::MemberRecord StoreServer::MarkDown(uint64_t conn, uint64_t id) {
   return wire::MemberRecord();
 }
 
-void StoreServer::LeaveLocal(uint64_t id) {
+void StoreServer::Leave(uint64_t id) {
   const wire::MemberRecord r = MarkDown(0, id);
   if (r.id != 0) Announce(wire::MemberEventKind::kLeft, r, 0);
 }
@@ -100,7 +102,7 @@ void StoreServer::OnMessage(uint64_t conn, const InMessage& msg) {
       FERRY_LOG(FERRY_LOG_WARN, kLog, "malformed JOIN ignored");
       return;
     }
-    wire::StoreJoined reply = Join(conn, std::move(record));
+    wire::StoreJoined reply = Admit(conn, std::move(record));
     std::vector<uint8_t> body;
     wire::Writer w(&body);
     wire::Put(w, reply);

@@ -8,10 +8,15 @@
 // If the hosting worker dies, members already joined keep working with each
 // other (they hold each other's records); new joins fail with a clear error
 // until a store is back. A replicated store is future work (docs/membership.md).
+//
+// The hosting worker is a member like the others: it joins through this
+// class's RendezvousStore interface, without a connection, and hears of the
+// others through Hooks::local_event.
 #pragma once
 
 #include "common/status.h"
 #include "engine/message.h"
+#include "membership/store.h"
 #include "wire/messages.h"
 
 #include <functional>
@@ -21,19 +26,20 @@
 
 namespace ferry {
 
-class StoreServer {
+class StoreServer : public RendezvousStore {
  public:
   struct Hooks {
     // Send `kind` with `body` on store connection `conn`.
     std::function<void(uint64_t conn, wire::Kind kind, std::vector<uint8_t> body)> send;
     // Tell the hosting worker itself about a membership event.
-    std::function<void(const wire::StoreMemberEvent&)> local_event;
+    MemberEventHandler local_event;
   };
   explicit StoreServer(Hooks hooks) : hooks_(std::move(hooks)) {}
 
-  // The hosting worker joins without a connection.
-  wire::StoreJoined JoinLocal(const wire::MemberRecord& record);
-  void LeaveLocal(uint64_t id);
+  // RendezvousStore, for the hosting worker: it joins and leaves without a
+  // connection. Join never blocks.
+  StatusOr<wire::StoreJoined> Join(const wire::MemberRecord& self) override;
+  void Leave(uint64_t id) override;
   // A store-protocol message (JOIN, LEAVE) on connection `conn`.
   void OnMessage(uint64_t conn, const InMessage& msg);
   // `why`: what broke the connection (a heartbeat timeout, a reset, ...);
@@ -46,7 +52,9 @@ class StoreServer {
     uint64_t conn = 0;  // 0: the hosting worker
     bool alive = false;
   };
-  wire::StoreJoined Join(uint64_t conn, wire::MemberRecord record);
+  // Admits `record` (joining on `conn`, 0 for the hosting worker) or
+  // refuses it; the reply for the joiner.
+  wire::StoreJoined Admit(uint64_t conn, wire::MemberRecord record);
   void Announce(wire::MemberEventKind kind, const wire::MemberRecord& r,
                 uint64_t except_conn, const std::string& reason = "");
   // Marks the member behind `conn` (0: by id) not alive; its record, or an

@@ -20,9 +20,9 @@
 // Thread-safe. Sends happen outside the lock, through Hooks.
 #pragma once
 
-#include "agent/value.h"
 #include "common/status.h"
 #include "wire/messages.h"
+#include "wire/value.h"
 
 #include <chrono>
 #include <functional>

@@ -2,6 +2,11 @@
 // and RRefs — with ownership explicit: a Value owns its tensors (each
 // deleter runs exactly once: when the Value dies, when the tensor is sent,
 // or when a user takes it out) and holds its RRef handles.
+//
+// It lives in wire/ because the layers above the engine all hold it (the
+// RRef context keeps owned values, the agent sends and receives them);
+// RRefHandle is only declared here, so wire/ does not depend on rref/. How a Value becomes a message (tensors as segments,
+// RRefs forked) is the agent's value codec (agent/value_codec.h).
 #pragma once
 
 #include "common/status.h"
@@ -15,9 +20,6 @@
 namespace ferry {
 
 class RRefHandle;
-struct AlignedBuffer;
-struct InMessage;
-namespace wire { struct TensorMeta; }
 
 struct Value {
   Value() = default;
@@ -35,10 +37,5 @@ struct Value {
 // Checks a tensor the user hands to ferry: contiguous, a sane dtype, its
 // byte size computed. Fails with a message naming the tensor and the fix.
 StatusOr<uint64_t> TensorBytes(const DLTensor& t, size_t index);
-
-// Wraps a received segment as a DLManagedTensor that owns it (the deleter
-// gives the bytes back to the receive-buffer pool and frees the shape and
-// itself).
-DLManagedTensor* AdoptReceivedTensor(AlignedBuffer bytes, const wire::TensorMeta& meta);
 
 }  // namespace ferry

@@ -1,8 +1,5 @@
 // Value ownership and DLPack helpers (value.h).
-#include "agent/value.h"
-
-#include "engine/message.h"
-#include "wire/messages.h"
+#include "wire/value.h"
 
 namespace ferry {
 
@@ -59,39 +56,6 @@ StatusOr<uint64_t> TensorBytes(const DLTensor& t, size_t index) {
     return Status(FERRY_INVALID_ARGUMENT, which + " has no data pointer");
   }
   return n * (bits / 8);
-}
-
-namespace {
-
-struct ReceivedTensor {
-  DLManagedTensor managed;
-  std::vector<int64_t> shape;
-  AlignedBuffer bytes;
-};
-
-void DeleteReceived(DLManagedTensor* self) {
-  delete static_cast<ReceivedTensor*>(self->manager_ctx);
-}
-
-}  // namespace
-
-DLManagedTensor* AdoptReceivedTensor(AlignedBuffer bytes, const wire::TensorMeta& meta) {
-  auto* r = new ReceivedTensor();
-  r->shape = meta.shape;
-  r->bytes = std::move(bytes);
-  DLTensor& t = r->managed.dl_tensor;
-  t.data = r->bytes.data;
-  // Received bytes are in host memory (device-carrying transports place
-  // into device memory in a later version).
-  t.device = DLDevice{kDLCPU, 0};
-  t.ndim = static_cast<int32_t>(r->shape.size());
-  t.dtype = meta.dtype;
-  t.shape = r->shape.data();
-  t.strides = nullptr;
-  t.byte_offset = 0;
-  r->managed.manager_ctx = r;
-  r->managed.deleter = DeleteReceived;
-  return &r->managed;
 }
 
 }  // namespace ferry

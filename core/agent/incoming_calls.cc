@@ -1,0 +1,248 @@
+// Serving the calls that arrive here (incoming_calls.h).
+#include "agent/incoming_calls.h"
+
+#include "common/log.h"
+
+#include <algorithm>
+
+namespace ferry {
+namespace {
+constexpr const char* kLog = "agent";
+}
+
+IncomingCalls::IncomingCalls(const AgentOptions& options, const std::atomic<bool>& stopped,
+                             std::weak_ptr<void> owner, Engine& engine, RRefContext& rrefs,
+                             ValueCodec& codec, const MemberTable& members)
+    : options_(options), stopped_(stopped), owner_(std::move(owner)), engine_(engine),
+      rrefs_(rrefs), codec_(codec), members_(members),
+      executor_(std::make_unique<Executor>(std::max(1u, options.executor_threads))) {}
+
+// ---- registration -------------------------------------------------------------
+
+Status IncomingCalls::Register(const std::string& function, Handler handler,
+                               bool may_block) {
+  if (function.empty()) {
+    return Status(FERRY_INVALID_ARGUMENT, "a function needs a non-empty name");
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  if (handlers_.count(function)) {
+    return Status(FERRY_ALREADY_EXISTS, "function '" + function +
+                                            "' is already registered on this worker");
+  }
+  handlers_[function] =
+      HandlerEntry{std::make_shared<const Handler>(std::move(handler)), may_block};
+  for (const EarlyCall& c : early_calls_) {
+    if (c.function != function) continue;
+    // On the thread that pumps, as every call is dispatched.
+    engine_.AddTimer(std::chrono::milliseconds(0), [owner = owner_, this, function] {
+      if (auto keep = owner.lock()) RedispatchEarlyCalls(function);
+    });
+    break;
+  }
+  return Status::Ok();
+}
+
+void IncomingCalls::HoldEarlyCallsUntil(std::chrono::steady_clock::time_point until) {
+  std::lock_guard<std::mutex> l(mu_);
+  registration_grace_until_ = until;
+}
+
+void IncomingCalls::EndGraceIfOver() {
+  bool grace_over;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    grace_over = !early_calls_.empty() &&
+                 std::chrono::steady_clock::now() >= registration_grace_until_;
+  }
+  if (grace_over) RedispatchEarlyCalls("");
+}
+
+void IncomingCalls::RedispatchEarlyCalls(const std::string& function) {
+  std::vector<EarlyCall> ready;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = early_calls_.begin(); it != early_calls_.end();) {
+      if (function.empty() || it->function == function) {
+        ready.push_back(std::move(*it));
+        it = early_calls_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (EarlyCall& c : ready) OnRequest(c.from, *c.msg);
+}
+
+// ---- serving ------------------------------------------------------------------
+
+void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
+  wire::Reader r(msg.body.data(), msg.body.size());
+  wire::Request req;
+  if (!wire::Get(r, &req)) {
+    FERRY_LOG(FERRY_LOG_WARN, kLog, "malformed request from worker id " +
+                                        std::to_string(from.id) + " dropped");
+    return;
+  }
+  if (stopped_.load()) {
+    Respond(from, req.call_id,
+            Status(FERRY_UNAVAILABLE, "worker '" + options_.name + "' is shutting down"),
+            nullptr);
+    return;
+  }
+  if (req.call_kind == wire::CallKind::kFetch) {
+    ServeFetch(from, req);
+    return;
+  }
+  HandlerEntry entry;
+  std::string known;
+  const Lookup found = FindHandler(from, req, msg, &entry, &known);
+  if (found == Lookup::kHeld) return;
+  if (req.call_kind == wire::CallKind::kRemote) {
+    // Record the caller's fork and confirm it at once (the answer to a
+    // remote() call is the owner's acknowledgement of {RRefId, ForkId}).
+    rrefs_.OwnerAddFork(req.rref, req.fork, from.id);
+  }
+  auto value = codec_.Decode(from.id, req.value, msg);
+  Status problem;
+  if (found == Lookup::kUnknown) {
+    problem = Status(FERRY_NOT_FOUND, "no function '" + req.function +
+                                          "' is registered on worker '" + options_.name +
+                                          "' (registered: " +
+                                          (known.empty() ? "none" : known) + ")");
+  } else if (!value.ok()) {
+    problem = value.status();
+  }
+  auto call = std::unique_ptr<IncomingCall>(new IncomingCall());
+  call->keepalive_ = owner_.lock();
+  call->calls_ = this;
+  call->from_ = from;
+  call->function_ = req.function;
+  call->call_id_ = req.call_id;
+  call->kind_ = req.call_kind;
+  call->rref_ = req.rref;
+  call->caller_name_ = members_.NameOf(from.id);
+  if (req.call_kind == wire::CallKind::kRemote) {
+    Respond(from, req.call_id, Status::Ok(), nullptr);
+  }
+  serving_.fetch_add(1);
+  if (!problem.ok()) {
+    call->Fail(problem);
+    return;
+  }
+  Run(std::move(entry), std::move(call), std::move(value.value()));
+}
+
+IncomingCalls::Lookup IncomingCalls::FindHandler(PeerKey from, const wire::Request& req,
+                                                 InMessage& msg, HandlerEntry* entry,
+                                                 std::string* known) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = handlers_.find(req.function);
+  if (it != handlers_.end()) {
+    *entry = it->second;
+    return Lookup::kFound;
+  }
+  if (std::chrono::steady_clock::now() < registration_grace_until_) {
+    early_calls_.push_back(
+        EarlyCall{from, std::make_shared<InMessage>(std::move(msg)), req.function});
+    return Lookup::kHeld;
+  }
+  for (const auto& [name, h] : handlers_) *known += (known->empty() ? "" : ", ") + name;
+  return Lookup::kUnknown;
+}
+
+void IncomingCalls::ServeFetch(PeerKey from, const wire::Request& req) {
+  const uint64_t call_id = req.call_id;
+  rrefs_.WhenReady(req.rref, [owner = owner_, this, from, call_id](
+                                 const Status& s, std::shared_ptr<Value> v) {
+    auto keep = owner.lock();
+    if (!keep) return;
+    if (!s.ok()) Respond(from, call_id, s, nullptr);
+    else Respond(from, call_id, Status::Ok(), nullptr, v);
+  });
+}
+
+void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call, Value args) {
+  if (!entry.may_block) {
+    (*entry.fn)(std::move(call), std::move(args));
+    return;
+  }
+  executor_->Post([fn = std::move(entry.fn), c = call.release(),
+                   v = std::make_shared<Value>(std::move(args))]() mutable {
+    (*fn)(std::unique_ptr<IncomingCall>(c), std::move(*v));
+  });
+}
+
+void IncomingCalls::Respond(const PeerKey& to, uint64_t call_id, Status status,
+                            Value* value, const std::shared_ptr<Value>& shared) {
+  wire::Response resp;
+  resp.call_id = call_id;
+  resp.status = status.code();
+  resp.message = status.message();
+  auto msg = std::make_unique<OutMessage>();
+  msg->kind = wire::Kind::kResponse;
+  std::vector<wire::RRefRef> forks;
+  Status s;
+  if (status.ok() && value != nullptr) {
+    s = codec_.Encode(*value, to.id, &resp.value, msg.get(), &forks);
+  } else if (status.ok() && shared) {
+    s = codec_.EncodeShared(shared, to.id, &resp.value, msg.get(), &forks);
+  }
+  if (!s.ok()) {
+    for (const auto& f : forks) rrefs_.ForkAborted(f);
+    forks.clear();
+    msg = std::make_unique<OutMessage>();
+    msg->kind = wire::Kind::kResponse;
+    resp.status = s.code();
+    resp.message = "the result could not be sent: " + s.message();
+    resp.value = wire::ValueMeta();
+  }
+  wire::Writer w(&msg->body);
+  wire::Put(w, resp);
+  s = engine_.SendToMember(to.id, std::move(msg));
+  if (!s.ok()) {
+    for (const auto& f : forks) rrefs_.ForkAborted(f);
+    FERRY_LOG(FERRY_LOG_DEBUG, kLog, "reply not sent: " + s.ToString());
+  }
+}
+
+// ---- IncomingCall ----------------------------------------------------------------
+
+Status IncomingCall::Reply(Value result) {
+  if (answered_.exchange(true)) {
+    return Status(FERRY_FAILED_PRECONDITION, "this call was answered already");
+  }
+  if (kind_ == wire::CallKind::kRemote) {
+    calls_->rrefs_.OwnerSetValue(rref_, Status::Ok(),
+                                 std::make_shared<Value>(std::move(result)));
+  } else {
+    calls_->Respond(from_, call_id_, Status::Ok(), &result);
+  }
+  calls_->serving_.fetch_sub(1);
+  return Status::Ok();
+}
+
+Status IncomingCall::Fail(Status error) {
+  if (answered_.exchange(true)) {
+    return Status(FERRY_FAILED_PRECONDITION, "this call was answered already");
+  }
+  if (error.ok()) error = Status(FERRY_UNKNOWN, "the handler failed without a status");
+  if (kind_ == wire::CallKind::kRemote) {
+    calls_->rrefs_.OwnerSetValue(rref_, error, nullptr);
+  } else {
+    calls_->Respond(from_, call_id_, error, nullptr);
+  }
+  calls_->serving_.fetch_sub(1);
+  return Status::Ok();
+}
+
+IncomingCall::~IncomingCall() {
+  // A handler that dropped its call without answering: answer for it, so
+  // the caller gets an error now rather than at its deadline.
+  if (!answered_.load() && calls_ != nullptr) {
+    Fail(Status(FERRY_INTERNAL, "function '" + function_ +
+                                    "' returned without answering its call"));
+  }
+}
+
+}  // namespace ferry
+

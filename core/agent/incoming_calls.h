@@ -1,0 +1,140 @@
+// ferry::IncomingCalls: serving the calls that arrive at this worker — the
+// functions registered by name, the calls that came before their function
+// was registered, fetches of RRef values this worker owns, and the
+// replies. ferry::IncomingCall is one call being served (a ferry_call_t).
+//
+// Threading: a handler registered as not blocking runs on the thread that
+// received the call (no hop on the fast path); one that may block runs on
+// the executor's threads, so it may make nested calls without stalling
+// progress.
+#pragma once
+
+#include "agent/executor.h"
+#include "agent/options.h"
+#include "agent/value_codec.h"
+#include "engine/engine.h"
+#include "membership/member_table.h"
+#include "rref/rref_context.h"
+#include "wire/messages.h"
+#include "wire/value.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ferry {
+
+class IncomingCalls;
+
+// A call being served here. Answered exactly once: by Reply, by Fail, or
+// (with an error) when dropped unanswered.
+class IncomingCall {
+ public:
+  uint64_t caller_id() const { return from_.id; }
+  const std::string& caller_name() const { return caller_name_; }
+  const std::string& function() const { return function_; }
+  // FAILED_PRECONDITION if answered already.
+  Status Reply(Value result);
+  Status Fail(Status error);
+  ~IncomingCall();
+
+ private:
+  friend class IncomingCalls;
+  IncomingCall() = default;
+  std::shared_ptr<void> keepalive_;  // the agent, which owns `calls_`
+  IncomingCalls* calls_ = nullptr;
+  PeerKey from_;
+  std::string caller_name_;
+  std::string function_;
+  uint64_t call_id_ = 0;
+  wire::CallKind kind_ = wire::CallKind::kRpc;
+  wire::Guid rref_;
+  std::atomic<bool> answered_{false};
+};
+
+class IncomingCalls {
+ public:
+  // `owner`: what a call being served keeps alive (the agent, which owns
+  // everything passed here). `stopped`: set once the worker shuts down.
+  IncomingCalls(const AgentOptions& options, const std::atomic<bool>& stopped,
+                std::weak_ptr<void> owner, Engine& engine, RRefContext& rrefs,
+                ValueCodec& codec, const MemberTable& members);
+
+  // `handler` owns the call: it must Reply or Fail it, now or later.
+  using Handler = std::function<void(std::unique_ptr<IncomingCall> call, Value args)>;
+  Status Register(const std::string& function, Handler handler, bool may_block);
+
+  // Calls for a function not registered yet are held until `until` (see
+  // early_calls_).
+  void HoldEarlyCallsUntil(std::chrono::steady_clock::time_point until);
+  // Once that time has passed, fails the calls still held as unknown (the
+  // agent's timer).
+  void EndGraceIfOver();
+
+  // A REQUEST from member `from`.
+  void OnRequest(PeerKey from, InMessage& msg);
+
+  // Calls received and not answered yet.
+  int serving() const { return serving_.load(); }
+  // Shutdown, last: runs what the executor has queued, then joins it.
+  void StopExecutor() { executor_.reset(); }
+
+ private:
+  friend class IncomingCall;
+  struct HandlerEntry {
+    // Shared, so that a call takes a reference to it rather than a copy of
+    // the callable (a copy allocates for most lambdas).
+    std::shared_ptr<const Handler> fn;
+    bool may_block = false;
+  };
+  // Calls for a function not registered yet that arrived within the
+  // registration grace of joining: a worker registers its functions right
+  // after it starts, and a caller that saw it join may be quicker. They are
+  // dispatched once the function is registered, or fail as unknown when
+  // the grace ends.
+  struct EarlyCall {
+    PeerKey from;
+    std::shared_ptr<InMessage> msg;
+    std::string function;
+  };
+  enum class Lookup { kFound, kHeld, kUnknown };
+
+  // The handler for `req`; or the call is held (an early call, `msg` moved
+  // away); or no such function (`known` lists those registered).
+  Lookup FindHandler(PeerKey from, const wire::Request& req, InMessage& msg,
+                     HandlerEntry* entry, std::string* known);
+  // Answers a FETCH of an owned RRef's value once the value exists.
+  void ServeFetch(PeerKey from, const wire::Request& req);
+  // Runs the handler now, or on the executor if it may block.
+  void Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call, Value args);
+  // Dispatches again the early calls for `function` (all of them with an
+  // empty name: the grace is over, and they fail as unknown).
+  void RedispatchEarlyCalls(const std::string& function);
+  // Sends the RESPONSE: `value` (handed over) or `shared` (an owner's value,
+  // not copied) when `status` is OK.
+  void Respond(const PeerKey& to, uint64_t call_id, Status status, Value* value,
+               const std::shared_ptr<Value>& shared = nullptr);
+
+  const AgentOptions& options_;
+  const std::atomic<bool>& stopped_;
+  const std::weak_ptr<void> owner_;
+  Engine& engine_;
+  RRefContext& rrefs_;
+  ValueCodec& codec_;
+  const MemberTable& members_;
+  std::unique_ptr<Executor> executor_;
+  std::atomic<int> serving_{0};
+
+  std::mutex mu_;  // everything below
+  std::map<std::string, HandlerEntry> handlers_;
+  std::vector<EarlyCall> early_calls_;
+  std::chrono::steady_clock::time_point registration_grace_until_{};
+};
+
+}  // namespace ferry

@@ -1,0 +1,26 @@
+// ferry::AgentOptions: how a worker starts, filled in by the C API
+// (api/ferry_c.cc) from ferry_worker_options_t and the FERRY_* environment.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace ferry {
+
+struct AgentOptions {
+  std::string name;
+  std::string job = "default";
+  std::vector<std::string> transports{"tcp"};  // or every plugin for "auto"
+  bool auto_select = false;  // "auto": skip plugins that do not open here
+  std::string store_address;
+  bool host_store = false;
+  std::string secret;
+  bool busy_poll = false;
+  std::chrono::milliseconds default_timeout{30000};
+  std::chrono::milliseconds peer_timeout{3000};
+  std::chrono::milliseconds join_timeout{10000};
+  unsigned executor_threads = 4;
+};
+
+}  // namespace ferry

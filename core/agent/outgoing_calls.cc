@@ -1,0 +1,248 @@
+// The calls this worker waits for (outgoing_calls.h).
+#include "agent/outgoing_calls.h"
+
+#include "common/log.h"
+
+#include <algorithm>
+
+namespace ferry {
+namespace {
+
+constexpr const char* kLog = "agent";
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+uint32_t RemainingMs(steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+  return left.count() <= 0 ? 1 : static_cast<uint32_t>(left.count());
+}
+
+}  // namespace
+
+OutgoingCalls::OutgoingCalls(const AgentOptions& options, const std::atomic<bool>& stopped,
+                             std::weak_ptr<void> owner, Engine& engine, RRefContext& rrefs,
+                             ValueCodec& codec, const MemberTable& members)
+    : options_(options), stopped_(stopped), owner_(std::move(owner)), engine_(engine),
+      rrefs_(rrefs), codec_(codec), members_(members) {}
+
+std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Request req,
+                                             Value args, milliseconds timeout,
+                                             OnSettled on_settled) {
+  auto future = std::make_shared<Future>(&engine_, owner_.lock());
+  auto fail = [&](Status s) {
+    if (on_settled) on_settled(s);
+    future->Complete(std::move(s));
+    return future;
+  };
+  if (stopped_.load()) {
+    return fail(Status(FERRY_FAILED_PRECONDITION,
+                       "worker '" + options_.name + "' has shut down: start a new one"));
+  }
+  if (timeout.count() == 0) timeout = options_.default_timeout;
+  const auto deadline = steady_clock::now() + timeout;
+  auto target = members_.Resolve(to);
+  if (!target.ok()) return fail(target.status());
+  const uint64_t self = engine_.self_id();
+  if (target.value() == self && self != 0) {
+    return fail(Status(FERRY_INVALID_ARGUMENT,
+                       "a call from worker '" + options_.name +
+                           "' to itself: call the function directly"));
+  }
+  PendingCall pc;
+  pc.future = future;
+  pc.to = target.value();
+  pc.to_name = to;
+  pc.deadline = deadline;
+  pc.on_settled = std::move(on_settled);
+  uint64_t call_id;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    call_id = next_call_id_++;
+  }
+  req.call_id = call_id;
+  req.timeout_ms = RemainingMs(deadline);
+  Status s = BuildMessage(pc, std::move(req), std::move(args));
+  if (!s.ok()) {
+    for (const auto& f : pc.forks) rrefs_.ForkAborted(f);
+    // on_settled is not called on this path, so a remote() whose arguments
+    // cannot be encoded keeps its fork unconfirmed: a known gap, left for a
+    // change of behaviour of its own.
+    future->Complete(std::move(s));
+    return future;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    earliest_deadline_ = std::min(earliest_deadline_, pc.deadline);
+    calls_.emplace(call_id, std::move(pc));
+  }
+  SendPending(call_id);
+  return future;
+}
+
+Status OutgoingCalls::BuildMessage(PendingCall& pc, wire::Request req, Value args) {
+  auto msg = std::make_unique<OutMessage>();
+  msg->kind = wire::Kind::kRequest;
+  if (pc.to != 0) {
+    Status s = codec_.Encode(args, pc.to, &req.value, msg.get(), &pc.forks);
+    if (!s.ok()) return s;
+    wire::Writer w(&msg->body);
+    wire::Put(w, req);
+  } else {
+    // Encoded once the worker is known (RRef forks need the destination).
+    auto held = std::make_shared<Value>(std::move(args));
+    auto req_copy = std::make_shared<wire::Request>(std::move(req));
+    msg->keepalive = std::shared_ptr<void>(held, held.get());
+    msg->deferred = [codec = &codec_, held, req_copy](uint64_t dest, OutMessage* m,
+                                                      std::vector<wire::RRefRef>* forks) {
+      Status s = codec->Encode(*held, dest, &req_copy->value, m, forks);
+      if (!s.ok()) return s;
+      wire::Writer w(&m->body);
+      wire::Put(w, *req_copy);
+      return Status::Ok();
+    };
+  }
+  pc.unsent = std::move(msg);
+  return Status::Ok();
+}
+
+void OutgoingCalls::SendPending(uint64_t call_id) {
+  std::unique_ptr<OutMessage> msg;
+  uint64_t to;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = calls_.find(call_id);
+    if (it == calls_.end() || it->second.to == 0 || !it->second.unsent) return;
+    msg = std::move(it->second.unsent);
+    to = it->second.to;
+  }
+  Status s;
+  if (msg->deferred) {
+    std::vector<wire::RRefRef> made;
+    s = msg->deferred(to, msg.get(), &made);
+    msg->deferred = nullptr;
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = calls_.find(call_id);
+    if (it != calls_.end()) it->second.forks = made;
+    else for (const auto& f : made) rrefs_.ForkAborted(f);
+  }
+  if (s.ok()) s = engine_.SendToMember(to, std::move(msg));
+  if (s.ok()) return;
+  PendingCall pc;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = calls_.find(call_id);
+    if (it == calls_.end()) return;
+    pc = std::move(it->second);
+    calls_.erase(it);
+  }
+  for (const auto& f : pc.forks) rrefs_.ForkAborted(f);
+  if (pc.on_settled) pc.on_settled(s);
+  pc.future->Complete(s);
+}
+
+void OutgoingCalls::OnMemberJoined(const std::string& name, uint64_t id) {
+  std::vector<uint64_t> ready;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [call_id, c] : calls_) {
+      if (c.to == 0 && c.to_name == name) {
+        c.to = id;
+        ready.push_back(call_id);
+      }
+    }
+  }
+  for (uint64_t call_id : ready) SendPending(call_id);
+}
+
+void OutgoingCalls::OnResponse(PeerKey from, InMessage& msg) {
+  wire::Reader r(msg.body.data(), msg.body.size());
+  wire::Response resp;
+  if (!wire::Get(r, &resp)) {
+    FERRY_LOG(FERRY_LOG_WARN, kLog, "malformed response from worker id " +
+                                        std::to_string(from.id) + " dropped");
+    return;
+  }
+  PendingCall pc;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = calls_.find(resp.call_id);
+    if (it == calls_.end() || it->second.to != from.id) return;  // late or stray
+    pc = std::move(it->second);
+    calls_.erase(it);
+  }
+  auto value = codec_.Decode(from.id, resp.value, msg);
+  Status status = resp.status == FERRY_OK
+                      ? (value.ok() ? Status::Ok() : value.status())
+                      : Status(resp.status, resp.message);
+  if (pc.on_settled) pc.on_settled(resp.status == FERRY_OK ? Status::Ok() : status);
+  if (status.ok()) pc.future->Complete(Status::Ok(), std::move(value.value()));
+  else pc.future->Complete(status);
+}
+
+void OutgoingCalls::ExpireDue() {
+  const auto now = steady_clock::now();
+  std::vector<PendingCall> expired;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (now < earliest_deadline_) return;
+    earliest_deadline_ = steady_clock::time_point::max();
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (now >= it->second.deadline) {
+        expired.push_back(std::move(it->second));
+        it = calls_.erase(it);
+      } else {
+        earliest_deadline_ = std::min(earliest_deadline_, it->second.deadline);
+        ++it;
+      }
+    }
+  }
+  for (auto& pc : expired) {
+    Status s = pc.to == 0
+        ? Status(FERRY_NOT_FOUND, "no worker named '" + pc.to_name + "' joined job '" +
+                                      options_.job + "' before the call's deadline")
+        : Status(FERRY_DEADLINE_EXCEEDED,
+                 "no reply from worker '" + pc.to_name + "' before the deadline "
+                 "(raise the timeout if the function is slow)");
+    if (pc.to == 0) {
+      // Never sent: its RRef forks are undone with the unsent message.
+      for (const auto& f : pc.forks) rrefs_.ForkAborted(f);
+    }
+    if (pc.on_settled) pc.on_settled(s);
+    pc.future->Complete(s);
+  }
+}
+
+void OutgoingCalls::FailCallsTo(uint64_t id, const Status& why) {
+  std::vector<PendingCall> failed;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (it->second.to == id) {
+        failed.push_back(std::move(it->second));
+        it = calls_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& pc : failed) {
+    if (pc.on_settled) pc.on_settled(why);
+    pc.future->Complete(why);
+  }
+}
+
+void OutgoingCalls::CancelAll(const Status& why) {
+  std::map<uint64_t, PendingCall> calls;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    calls.swap(calls_);
+  }
+  for (auto& [id, c] : calls) c.future->Complete(why);
+}
+
+size_t OutgoingCalls::size() {
+  std::lock_guard<std::mutex> l(mu_);
+  return calls_.size();
+}
+
+}  // namespace ferry

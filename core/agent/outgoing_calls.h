@@ -1,0 +1,92 @@
+// ferry::OutgoingCalls: the calls this worker made and is waiting for. Each
+// pending call has a future, a deadline, and until it is sent its message.
+// A call to a name no member has joined with yet waits, encoded once the
+// member is known (RRef forks need the destination). Each call ends exactly
+// once: its response, its deadline, its peer gone, or this worker's
+// shutdown.
+#pragma once
+
+#include "agent/future.h"
+#include "agent/options.h"
+#include "agent/value_codec.h"
+#include "engine/engine.h"
+#include "membership/member_table.h"
+#include "rref/rref_context.h"
+#include "wire/messages.h"
+#include "wire/value.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ferry {
+
+class OutgoingCalls {
+ public:
+  // `owner`: what a future keeps alive (the agent, which owns everything
+  // passed here). `stopped`: set once the worker shuts down.
+  OutgoingCalls(const AgentOptions& options, const std::atomic<bool>& stopped,
+                std::weak_ptr<void> owner, Engine& engine, RRefContext& rrefs,
+                ValueCodec& codec, const MemberTable& members);
+
+  // Called once with a call's outcome, before its future completes (remote()
+  // confirms or abandons its fork with it).
+  using OnSettled = std::function<void(const Status&)>;
+  // Sends `req` with `args` to `to` (a member name or "#<id>"); timeout 0
+  // means the default. The future fails at once for a bad destination.
+  std::shared_ptr<Future> Start(const std::string& to, wire::Request req, Value args,
+                                std::chrono::milliseconds timeout, OnSettled on_settled);
+  // A member joined under `name` as `id`: the calls waiting for it go.
+  void OnMemberJoined(const std::string& name, uint64_t id);
+  void OnResponse(PeerKey from, InMessage& msg);
+  // Fails the calls whose deadline passed (the agent's timer).
+  void ExpireDue();
+  // Member `id` is gone: its calls fail with `why`.
+  void FailCallsTo(uint64_t id, const Status& why);
+  // Shutdown: every pending call's future completes with `why` (on_settled
+  // is not called: the RRef context has been shut down first).
+  void CancelAll(const Status& why);
+  size_t size();
+
+ private:
+  struct PendingCall {
+    std::shared_ptr<Future> future;
+    uint64_t to = 0;  // 0 while the name is not known yet
+    std::string to_name;
+    std::chrono::steady_clock::time_point deadline;
+    std::unique_ptr<OutMessage> unsent;  // waiting for `to_name` to join
+    std::vector<wire::RRefRef> forks;    // to undo if never sent
+    OnSettled on_settled;                // remote(): confirm/abandon
+  };
+
+  // The request message for `pc`, encoded now if its destination is known,
+  // else made to encode itself once it is (OutMessage::deferred).
+  Status BuildMessage(PendingCall& pc, wire::Request req, Value args);
+  void SendPending(uint64_t call_id);
+
+  const AgentOptions& options_;
+  const std::atomic<bool>& stopped_;
+  const std::weak_ptr<void> owner_;
+  Engine& engine_;
+  RRefContext& rrefs_;
+  ValueCodec& codec_;
+  const MemberTable& members_;
+
+  std::mutex mu_;  // everything below
+  std::map<uint64_t, PendingCall> calls_;
+  // No pending call's deadline is earlier than this (it may be earlier
+  // than any: a call that set it may have been answered since). The expiry
+  // timer scans calls_ only once it has passed, so 100 000 calls in flight
+  // cost a scan per deadline that could be due, not one every tick.
+  std::chrono::steady_clock::time_point earliest_deadline_ =
+      std::chrono::steady_clock::time_point::max();
+  uint64_t next_call_id_ = 1;
+};
+
+}  // namespace ferry

@@ -1,0 +1,130 @@
+// The client of an embedded store hosted by another worker (store_client.h).
+#include "membership/store_client.h"
+
+#include "common/log.h"
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace ferry {
+namespace {
+// The store client is part of the worker; its log lines say so.
+constexpr const char* kLog = "agent";
+}
+
+StoreClient::StoreClient(Engine& engine, Options options, MemberEventHandler on_event)
+    : engine_(engine), options_(std::move(options)), on_event_(std::move(on_event)) {}
+
+StatusOr<wire::StoreJoined> StoreClient::Join(const wire::MemberRecord& self) {
+  // Workers of a job are often started together, the store's host among
+  // them: a store not listening yet is retried (with back-off) until the
+  // join timeout, as torch's TCPStore clients do. A store that answers and
+  // refuses (name taken, bad secret) is not retried.
+  const auto deadline = std::chrono::steady_clock::now() + options_.join_timeout;
+  auto backoff = std::chrono::milliseconds(10);
+  while (true) {
+    Status s = TryJoin(self, deadline);
+    const bool unreachable = s.code() == FERRY_UNAVAILABLE || s.code() == FERRY_PEER_GONE;
+    if (s.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      return reply_;
+    }
+    if (!unreachable || std::chrono::steady_clock::now() + backoff >= deadline) return s;
+    FERRY_LOG(FERRY_LOG_DEBUG, kLog, s.message() + "; retrying");
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    std::lock_guard<std::mutex> l(mu_);
+    status_ = Status::Ok();
+  }
+}
+
+Status StoreClient::TryJoin(const wire::MemberRecord& self,
+                            std::chrono::steady_clock::time_point deadline) {
+  auto conn = engine_.ConnectStore(options_.address);
+  if (!conn.ok()) return conn.status();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    conn_ = conn.value();
+  }
+  auto m = std::make_unique<OutMessage>();
+  m->kind = wire::Kind::kStoreJoin;
+  wire::Writer w(&m->body);
+  wire::Put(w, self);
+  Status s = engine_.SendOnConn(conn.value(), std::move(m));
+  if (!s.ok()) return s;
+  engine_.WaitUntil(
+      [this] {
+        std::lock_guard<std::mutex> l(mu_);
+        return answered_ || !status_.ok();
+      },
+      deadline);
+  std::lock_guard<std::mutex> l(mu_);
+  if (!status_.ok()) {
+    return Status(status_.code(),
+                  "cannot join job '" + options_.job + "': " + status_.message());
+  }
+  if (!answered_) {
+    return Status(FERRY_DEADLINE_EXCEEDED,
+                  "the rendezvous store at " + options_.address +
+                      " did not answer within " +
+                      std::to_string(options_.join_timeout.count()) +
+                      " ms: is the worker hosting it running and reachable?");
+  }
+  if (reply_.status != FERRY_OK) return Status(reply_.status, reply_.message);
+  return Status::Ok();
+}
+
+void StoreClient::Leave(uint64_t /*id*/) {
+  // The store knows this worker by its connection: LEAVE has no body.
+  uint64_t conn;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    conn = conn_;
+  }
+  if (conn == 0) return;
+  auto m = std::make_unique<OutMessage>();
+  m->kind = wire::Kind::kStoreLeave;
+  engine_.SendOnConn(conn, std::move(m));
+}
+
+void StoreClient::OnMessage(uint64_t /*conn*/, const InMessage& msg) {
+  const wire::Kind kind = msg.envelope.kind;
+  wire::Reader r(msg.body.data(), msg.body.size());
+  if (kind == wire::Kind::kStoreJoined) {
+    wire::StoreJoined reply;
+    if (!wire::Get(r, &reply)) return;
+    std::lock_guard<std::mutex> l(mu_);
+    reply_ = std::move(reply);
+    answered_ = true;
+    return;
+  }
+  if (kind == wire::Kind::kStoreMemberEvent) {
+    wire::StoreMemberEvent ev;
+    const uint8_t k = r.U8();
+    if (!wire::Get(r, &ev.member) || k < 1 || k > 3) return;
+    ev.reason = r.Str(64 * 1024);
+    if (!r.ok()) return;
+    ev.event = static_cast<wire::MemberEventKind>(k);
+    on_event_(ev);
+  }
+}
+
+void StoreClient::OnConnGone(uint64_t conn, const Status& why, bool worker_stopping) {
+  bool joined;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    joined = answered_;
+    // An earlier, failed attempt's connection (Join retries) says nothing
+    // about the current one; ids only grow.
+    if (!joined && conn >= conn_) status_ = why;
+  }
+  if (joined && !worker_stopping) {
+    FERRY_LOG(FERRY_LOG_WARN, kLog,
+              "lost the rendezvous store at " + options_.address + " (" + why.message() +
+                  "): the workers already known keep working with each other; "
+                  "workers that join from now on are not seen (see docs/membership.md)");
+  }
+}
+
+}  // namespace ferry
