@@ -7,40 +7,55 @@
 // messages *mean* is the sink's business (the Agent): the engine only hands
 // each authenticated, deduplicated message up.
 //
-// Threading (DESIGN.md, "The core"). There is no dedicated I/O thread on the
-// hot path: whichever thread needs progress takes the progress lock with
-// try_lock and drives every transport itself. A thread waiting for a reply
-// therefore receives the reply on its own core, with no cross-thread wake-up
-// (which costs ~25 us on a VM). A background thread drives progress only
-// while nobody else does, so requests are served while the application is
-// idle; heartbeats and timeouts ride on whoever pumps. Sink callbacks run
-// after both locks are released, so a handler may call back into the engine
-// (a nested rpc_sync pumps progress itself) without deadlock.
+// Threading: see progress_driver.h for who drives the transports and how
+// waiters sleep. Sink callbacks run after the engine's locks are released,
+// so a handler may call back into the engine (a nested rpc_sync pumps
+// progress itself) without deadlock.
+//
+// One class, several files. Connections and peers are guarded by one lock
+// (mu_) because nearly every event touches both: a connection's handshake
+// decides which connection its peer uses, a peer's death closes its
+// connections, a closing connection detaches from its peer. Separate
+// objects with locks of their own would need a lock order between them on
+// every event; so the state stays in one class and its methods are split by
+// concern instead, one file each:
+//   engine.cc            start, stop, the pump, timers
+//   members.cc           the peer table: members, routing, sending to a member,
+//                        a peer's connection failing, a peer gone
+//   store_connections.cc the rendezvous store's connections (either side)
+//   send.cc              framing one message onto a connection, closing one
+//   arrival.cc           transport events: accepts, arrivals, receive placement
+//   handshake.cc         the authenticated handshake (HELLO .. READY / REJECT)
+//   heartbeats.cc        heartbeats and the silence that declares a peer gone
+// The data they share is in connection.h and peer.h.
 #pragma once
 
 #include "common/status.h"
 #include "engine/message.h"
+#include "engine/progress_driver.h"
+#include "engine/timer_list.h"
 #include "loader/plugin_loader.h"
 #include "transport/transport.h"
 #include "wire/messages.h"
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace ferry {
 
 using Clock = std::chrono::steady_clock;
+
+struct TransportSlot;
+struct Conn;
+struct Peer;
 
 struct EngineOptions {
   std::string job;
@@ -74,7 +89,7 @@ class EngineSink {
   virtual void OnStoreConnGone(uint64_t conn, const Status& why) = 0;
 };
 
-class Engine {
+class Engine : private ProgressDriver::Pump {
  public:
   Engine(EngineOptions options, EngineSink* sink);
   ~Engine();  // Stop()s
@@ -119,15 +134,17 @@ class Engine {
 
   // Drives progress once if no other thread is; runs sink callbacks.
   // Returns true if anything happened.
-  bool PumpOnce();
+  bool PumpOnce() override;
   // Pumps (or sleeps on the wakeup fds, or yields to the thread that pumps)
   // until `done()` or `deadline`. Returns done().
-  bool WaitUntil(const std::function<bool()>& done, Clock::time_point deadline);
+  bool WaitUntil(const std::function<bool()>& done, Clock::time_point deadline) {
+    return driver_.WaitUntil(done, deadline);
+  }
   // Wakes threads sleeping in WaitUntil / the loop (state changed elsewhere).
-  void Kick();
+  void Kick() { driver_.Kick(); }
   // Call after the state `done()` watches changed on a thread that is not
   // pumping (a reply from another thread): wakes WaitUntil's sleepers.
-  void NotifyWaiters();
+  void NotifyWaiters() { driver_.NotifyWaiters(); }
 
   bool busy_poll() const { return options_.busy_poll; }
   // Adds a periodic job run by whoever pumps (RRef control retries, call
@@ -141,37 +158,54 @@ class Engine {
   Stats stats() const;
 
  private:
-  struct TransportSlot;
-  struct Conn;
-  struct Peer;
   using Action = std::function<void()>;
+  // The store always speaks tcp: its address is host:port, as torch's
+  // MASTER_ADDR/PORT is.
+  static constexpr const char* kStorePlugin = "tcp";
 
   // All private methods run with mu_ held unless named *Unlocked.
   Status StartTransport(const std::string& name);
+  // arrival.cc
   void ProcessEvent(TransportSlot& slot, const ferry_event_t& ev,
                     std::vector<Action>* actions);
-  void OnConnected(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions);
+  void OnPlaceDone(const ferry_event_t& ev, std::vector<Action>* actions);
   void OnAccepted(TransportSlot& slot, const ferry_event_t& ev);
   void OnArrival(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions);
+  void PlaceSegments(Conn* c, const ferry_event_t& ev, std::unique_ptr<InMessage> msg,
+                     bool body_in_segment0, std::vector<Action>* actions);
   void OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
                          std::vector<Action>* actions);
+  void DeliverFromMember(Conn* c, std::unique_ptr<InMessage> msg,
+                         std::vector<Action>* actions);
+  // handshake.cc
+  void OnConnected(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions);
   void OnHandshake(Conn* c, const InMessage& msg, std::vector<Action>* actions);
-  void ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions);
+  void OnReject(Conn* c, const wire::Reject& reject, std::vector<Action>* actions);
+  void OnHello(Conn* c, wire::Reader& r, std::vector<Action>* actions);
+  // False when `c` lost a connect race or is a replaced incarnation (it
+  // was refused).
+  bool AdmitMemberConn(Conn* c, std::vector<Action>* actions);
+  void OnChallenge(Conn* c, wire::Reader& r, std::vector<Action>* actions);
+  void OnAuth(Conn* c, wire::Reader& r, std::vector<Action>* actions);
   void MakeReady(Conn* c, std::vector<Action>* actions);
+  Peer* PeerForReadyConn(Conn* c, std::vector<Action>* actions);
+  void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why,
+                      std::vector<Action>* actions);
+  // send.cc
   Status SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
                           uint64_t seq);
   Status SendHandshake(Conn* c, wire::Kind kind,
                        const std::function<void(wire::Writer&)>& body);
-  void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why,
-                      std::vector<Action>* actions);
-  Status ConnectToPeer(Peer* p);
-  void PeerGone(Peer* p, const Status& why, std::vector<Action>* actions);
   void CloseConnLocked(Conn* c);
+  // members.cc
+  Status ConnectToPeer(Peer* p);
+  void ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions);
+  void PeerGone(Peer* p, const Status& why, std::vector<Action>* actions);
+  // engine.cc, heartbeats.cc
   void RunTimers(Clock::time_point now, std::vector<Action>* actions);
   void HeartbeatTick(Clock::time_point now, std::vector<Action>* actions);
-  void SleepOnWakeupFds(Clock::time_point deadline);
-  void LoopMain();
   Conn* FindConn(uint64_t id);
+  TransportSlot* SlotNamed(const std::string& name);
 
   EngineOptions options_;
   EngineSink* sink_;
@@ -186,20 +220,8 @@ class Engine {
   std::map<uint64_t, std::unique_ptr<Peer>> peers_;    // by member id
   uint64_t next_conn_id_ = 1;
   Stats stats_;
-  struct Timer {
-    std::chrono::milliseconds period;
-    Clock::time_point next;
-    std::function<void()> fn;
-  };
-  std::vector<Timer> timers_;
-  // When RunTimers next has something to do (the earliest timer or
-  // heartbeat check, in Clock ticks): a pump before then skips mu_ and the
-  // scan. Written under mu_; read by every pump without it (a stale value
-  // only makes a timer run one pump later).
-  std::atomic<Clock::rep> timers_due_{0};
-  // Adds a timer first due at `next` (period 0: runs once). Under mu_.
-  void AddTimerLocked(std::chrono::milliseconds period, Clock::time_point next,
-                      std::function<void()> fn);
+  TimerList timers_;
+  Clock::time_point next_heartbeat_check_{};
   // Sends and places posted and not yet completed: if the transport is
   // finalised with some outstanding, Stop() frees them (tensor deleters run
   // exactly once either way).
@@ -209,20 +231,11 @@ class Engine {
   // peer heard of our join from the store before we did): answered by
   // SetSelf.
   std::vector<std::pair<uint64_t, std::unique_ptr<InMessage>>> early_hellos_;
-  Clock::time_point next_heartbeat_check_{};
   // SendOnConnLocked's header: envelope plus small body, encoded per send.
   std::vector<uint8_t> header_scratch_;
 
   std::mutex progress_mu_;  // held by the one thread driving transports
-  std::atomic<int> foreground_waiters_{0};  // threads in WaitUntil
-  std::mutex wait_mu_;                      // for wait_cv_
-  std::condition_variable wait_cv_;
-  std::atomic<uint64_t> notify_epoch_{0};
-  int epoll_fd_ = -1;  // every transport's wakeup fd plus kick_fd_
-  int kick_fd_ = -1;   // eventfd
-  bool all_have_wakeup_fd_ = true;
-  std::atomic<bool> stopping_{false};
-  std::thread loop_;
+  ProgressDriver driver_;   // not under mu_: it has its own synchronisation
 };
 
 }  // namespace ferry

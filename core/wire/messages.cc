@@ -30,6 +30,60 @@ bool DecodeEnvelope(Reader& r, Envelope* e, uint8_t* version) {
   return r.ok() && magic == kMagic;
 }
 
+void EncodeHello(const Hello& m, Writer& w) {
+  w.U8(m.wire_version);
+  w.U8(static_cast<uint8_t>(m.role));
+  w.Str(m.job);
+  w.U64(m.id);
+  w.U64(m.incarnation);
+  w.Str(m.name);
+  w.Raw(m.nonce.data(), m.nonce.size());
+}
+
+bool DecodeHello(Reader& r, Hello* m) {
+  m->wire_version = r.U8();
+  m->role = static_cast<Role>(r.U8());
+  m->job = r.Str(kMaxName);
+  m->id = r.U64();
+  m->incarnation = r.U64();
+  m->name = r.Str(kMaxName);
+  r.Raw(m->nonce.data(), m->nonce.size());
+  return r.ok() && (m->role == Role::kMember || m->role == Role::kStoreClient);
+}
+
+void EncodeChallenge(const Challenge& m, Writer& w) {
+  w.U64(m.id);
+  w.U64(m.incarnation);
+  w.Raw(m.nonce.data(), m.nonce.size());
+  w.Raw(m.mac.data(), m.mac.size());
+}
+
+bool DecodeChallenge(Reader& r, Challenge* m) {
+  m->id = r.U64();
+  m->incarnation = r.U64();
+  r.Raw(m->nonce.data(), m->nonce.size());
+  r.Raw(m->mac.data(), m->mac.size());
+  return r.ok();
+}
+
+void EncodeAuth(const Auth& m, Writer& w) { w.Raw(m.mac.data(), m.mac.size()); }
+
+bool DecodeAuth(Reader& r, Auth* m) {
+  r.Raw(m->mac.data(), m->mac.size());
+  return r.ok();
+}
+
+void EncodeReject(const Reject& m, Writer& w) {
+  w.I32(m.code);
+  w.Str(m.message);
+}
+
+bool DecodeReject(Reader& r, Reject* m) {
+  m->code = r.I32();
+  m->message = r.Str(kMaxName);
+  return r.ok();
+}
+
 std::string Guid::ToString() const {
   return std::to_string(worker) + ":" + std::to_string(local);
 }

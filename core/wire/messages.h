@@ -99,6 +99,17 @@ struct Reject {
   int32_t code = 0;
   std::string message;
 };
+// The handshake's bodies (the engine's handshake.cc runs the exchange).
+// Decode* return false on a short or malformed body; what was read before
+// the failure is kept (the refusal names the peer it claimed to be).
+void EncodeHello(const Hello& m, Writer& w);
+bool DecodeHello(Reader& r, Hello* m);
+void EncodeChallenge(const Challenge& m, Writer& w);
+bool DecodeChallenge(Reader& r, Challenge* m);
+void EncodeAuth(const Auth& m, Writer& w);
+bool DecodeAuth(Reader& r, Auth* m);
+void EncodeReject(const Reject& m, Writer& w);
+bool DecodeReject(Reader& r, Reject* m);
 
 // ---- calls ---------------------------------------------------------------
 // A tensor's description; its bytes are one transport segment.
