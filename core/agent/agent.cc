@@ -111,7 +111,9 @@ StatusOr<wire::StoreJoined> Agent::JoinStore() {
       if (!a) return;
       auto m = std::make_unique<OutMessage>();
       m->kind = kind;
-      m->body = std::move(body);
+      // Store messages are rare (joins and leaves): the body is copied in
+      // behind the envelope's room rather than built there.
+      m->frame.insert(m->frame.end(), body.begin(), body.end());
       a->engine_->SendOnConn(conn, std::move(m));
     };
     sh.local_event = on_event;

@@ -196,7 +196,7 @@ void IncomingCalls::Respond(const PeerKey& to, uint64_t call_id, Status status,
     resp.message = "the result could not be sent: " + s.message();
     resp.value = wire::ValueMeta();
   }
-  wire::Writer w(&msg->body);
+  wire::Writer w = msg->BodyWriter();
   wire::Put(w, resp);
   s = engine_.SendToMember(to.id, std::move(msg));
   if (!s.ok()) {

@@ -85,7 +85,7 @@ Status OutgoingCalls::BuildMessage(PendingCall& pc, wire::Request req, Value arg
   if (pc.to != 0) {
     Status s = codec_.Encode(args, pc.to, &req.value, msg.get(), &pc.forks);
     if (!s.ok()) return s;
-    wire::Writer w(&msg->body);
+    wire::Writer w = msg->BodyWriter();
     wire::Put(w, req);
   } else {
     // Encoded once the worker is known (RRef forks need the destination).
@@ -96,7 +96,7 @@ Status OutgoingCalls::BuildMessage(PendingCall& pc, wire::Request req, Value arg
                                                       std::vector<wire::RRefRef>* forks) {
       Status s = codec->Encode(*held, dest, &req_copy->value, m, forks);
       if (!s.ok()) return s;
-      wire::Writer w(&m->body);
+      wire::Writer w = m->BodyWriter();
       wire::Put(w, *req_copy);
       return Status::Ok();
     };

@@ -6,7 +6,7 @@ namespace ferry {
 void RRefMessenger::SendControl(uint64_t to, const wire::Control& c) {
   auto m = std::make_unique<OutMessage>();
   m->kind = wire::Kind::kControl;
-  wire::Writer w(&m->body);
+  wire::Writer w = m->BodyWriter();
   wire::Put(w, c);
   engine_.SendToMember(to, std::move(m));  // a failure is retried / moot
 }
@@ -26,7 +26,7 @@ void RRefMessenger::FlushAcks() {
   for (auto& [to, ids] : acks) {
     auto m = std::make_unique<OutMessage>();
     m->kind = wire::Kind::kControlAck;
-    wire::Writer w(&m->body);
+    wire::Writer w = m->BodyWriter();
     w.U32(static_cast<uint32_t>(ids.size()));
     for (uint64_t id : ids) w.U64(id);
     engine_.SendToMember(to, std::move(m));

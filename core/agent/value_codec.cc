@@ -7,7 +7,7 @@ namespace ferry {
 
 Status ValueCodec::Encode(Value& v, uint64_t to, wire::ValueMeta* meta, OutMessage* msg,
                           std::vector<wire::RRefRef>* forks) {
-  return EncodeParts(v, /*hand_over_tensors=*/true, to, meta, msg, forks);
+  return EncodeParts(v, /*hand_over=*/true, to, meta, msg, forks);
 }
 
 Status ValueCodec::EncodeShared(const std::shared_ptr<Value>& v, uint64_t to,
@@ -16,13 +16,12 @@ Status ValueCodec::EncodeShared(const std::shared_ptr<Value>& v, uint64_t to,
   // The owner's value is sent without a copy: the message keeps the value
   // alive until its bytes left (its tensors are not handed over).
   msg->keepalive = v;
-  return EncodeParts(*v, /*hand_over_tensors=*/false, to, meta, msg, forks);
+  return EncodeParts(*v, /*hand_over=*/false, to, meta, msg, forks);
 }
 
-Status ValueCodec::EncodeParts(Value& v, bool hand_over_tensors, uint64_t to,
+Status ValueCodec::EncodeParts(Value& v, bool hand_over, uint64_t to,
                                wire::ValueMeta* meta, OutMessage* msg,
                                std::vector<wire::RRefRef>* forks) {
-  meta->bytes = v.bytes;
   for (size_t i = 0; i < v.tensors.size(); ++i) {
     DLManagedTensor* t = v.tensors[i];
     if (t == nullptr) {
@@ -50,7 +49,7 @@ Status ValueCodec::EncodeParts(Value& v, bool hand_over_tensors, uint64_t to,
     msg->tensors.push_back(ot);
   }
   // Ownership moves to the message only once everything checked out.
-  for (size_t i = 0; hand_over_tensors && i < v.tensors.size(); ++i) {
+  for (size_t i = 0; hand_over && i < v.tensors.size(); ++i) {
     msg->tensors[i].managed = v.tensors[i];
     v.tensors[i] = nullptr;
   }
@@ -59,6 +58,14 @@ Status ValueCodec::EncodeParts(Value& v, bool hand_over_tensors, uint64_t to,
     if (!ref.ok()) return ref.status();
     forks->push_back(ref.value());
     meta->rrefs.push_back(ref.value());
+  }
+  // A value handed over (a call's arguments, a handler's result) gives its
+  // bytes to the message, once everything checked out; a shared one (an
+  // owner's, being fetched) keeps them and lends a copy.
+  if (hand_over) {
+    meta->bytes = std::move(v.bytes);
+  } else {
+    meta->bytes = v.bytes;
   }
   return Status::Ok();
 }

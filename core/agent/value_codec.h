@@ -25,7 +25,8 @@ class ValueCodec {
   explicit ValueCodec(RRefContext& rrefs) : rrefs_(rrefs) {}
 
   // Encodes `v` for member `to` into `msg` (tensors move into it, RRefs are
-  // forked into `forks`); `meta` receives the description.
+  // forked into `forks`); `meta` receives the description and, once
+  // everything checked out, `v`'s bytes (moved, not copied).
   Status Encode(Value& v, uint64_t to, wire::ValueMeta* meta, OutMessage* msg,
                 std::vector<wire::RRefRef>* forks);
   // The same for a value an owner keeps (an RRef's value being fetched):
@@ -37,7 +38,7 @@ class ValueCodec {
   StatusOr<Value> Decode(uint64_t from, wire::ValueMeta& meta, InMessage& msg);
 
  private:
-  Status EncodeParts(Value& v, bool hand_over_tensors, uint64_t to, wire::ValueMeta* meta,
+  Status EncodeParts(Value& v, bool hand_over, uint64_t to, wire::ValueMeta* meta,
                      OutMessage* msg, std::vector<wire::RRefRef>* forks);
 
   RRefContext& rrefs_;

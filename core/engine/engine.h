@@ -231,8 +231,6 @@ class Engine : private ProgressDriver::Pump {
   // peer heard of our join from the store before we did): answered by
   // SetSelf.
   std::vector<std::pair<uint64_t, std::unique_ptr<InMessage>>> early_hellos_;
-  // SendOnConnLocked's header: envelope plus small body, encoded per send.
-  std::vector<uint8_t> header_scratch_;
 
   std::mutex progress_mu_;  // held by the one thread driving transports
   ProgressDriver driver_;   // not under mu_: it has its own synchronisation

@@ -45,9 +45,21 @@ struct OutTensor {
 };
 
 struct OutMessage {
+  OutMessage() {
+    frame.reserve(wire::Writer::kInitialCapacity);
+    frame.resize(wire::kEnvelopeSize);
+  }
   ~OutMessage();
   wire::Kind kind = wire::Kind::kHeartbeat;
-  std::vector<uint8_t> body;
+  // Room for the envelope, then the body. The engine encodes the envelope
+  // into that room when it sends, so the header it hands the transport is
+  // this one buffer: a small message's bytes are written here once and
+  // copied once more, by the plugin, on their way to the kernel.
+  std::vector<uint8_t> frame;
+  // Appends to the body (after the envelope's room).
+  wire::Writer BodyWriter() { return wire::Writer(&frame); }
+  const uint8_t* body_data() const { return frame.data() + wire::kEnvelopeSize; }
+  size_t body_size() const { return frame.size() - wire::kEnvelopeSize; }
   std::vector<OutTensor> tensors;
   // Keeps borrowed bytes (an owner's value being fetched) alive until sent.
   std::shared_ptr<void> keepalive;

@@ -17,20 +17,19 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
   wire::Envelope env;
   env.kind = msg->kind;
   env.seq = seq;
-  // The transport copies the header during send() (transport.h), so one
-  // buffer, reused under mu_, serves every message: no allocation per send.
-  std::vector<uint8_t>& header = header_scratch_;
-  header.clear();
+  // The envelope goes into the room in front of the body, so the header is
+  // the message's own buffer (message.h); the transport copies it during
+  // send() (transport.h). A body too big for the header goes as segment 0.
   msg->body_in_segment0 =
-      wire::kEnvelopeSize + msg->body.size() > info.max_header_size;
+      wire::kEnvelopeSize + msg->body_size() > info.max_header_size;
   if (msg->body_in_segment0) env.flags |= wire::kFlagBodyInSegment0;
-  wire::Writer w(&header);
-  wire::EncodeEnvelope(env, w);
-  if (!msg->body_in_segment0) w.Raw(msg->body.data(), msg->body.size());
+  wire::EncodeEnvelopeAt(env, msg->frame.data());
+  const size_t header_len =
+      msg->body_in_segment0 ? wire::kEnvelopeSize : msg->frame.size();
 
   ferry_segment_t segs[64];
   const size_t nseg = msg->tensors.size() + (msg->body_in_segment0 ? 1 : 0);
-  uint64_t total = header.size();
+  uint64_t total = header_len;
   if (nseg > std::min<uint32_t>(info.max_segments, 64)) {
     return Status(FERRY_RESOURCE_EXHAUSTED,
                   "a message carries " + std::to_string(msg->tensors.size()) +
@@ -43,10 +42,10 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
   if (msg->body_in_segment0) {
     segs[i] = {};
     segs[i].struct_size = FERRY_SEGMENT_STRUCT_SIZE;
-    segs[i].data = msg->body.data();
-    segs[i].length = msg->body.size();
+    segs[i].data = msg->body_data();
+    segs[i].length = msg->body_size();
     segs[i].device = {FERRY_DEVICE_CPU, 0};
-    total += msg->body.size();
+    total += msg->body_size();
     ++i;
   }
   for (const auto& tensor : msg->tensors) {
@@ -69,8 +68,8 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
   ferry_send_args_t args{};
   args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
   args.num_segments = static_cast<uint32_t>(nseg);
-  args.header = header.data();
-  args.header_len = header.size();
+  args.header = msg->frame.data();
+  args.header_len = header_len;
   args.segments = segs;
   args.segment_stride = sizeof(ferry_segment_t);
   OutMessage* raw = msg.release();
@@ -90,7 +89,7 @@ Status Engine::SendHandshake(Conn* c, wire::Kind kind,
                              const std::function<void(wire::Writer&)>& body) {
   auto msg = std::make_unique<OutMessage>();
   msg->kind = kind;
-  wire::Writer w(&msg->body);
+  wire::Writer w = msg->BodyWriter();
   body(w);
   return SendOnConnLocked(c, std::move(msg), 0);
 }

@@ -49,7 +49,7 @@ Status StoreClient::TryJoin(const wire::MemberRecord& self,
   }
   auto m = std::make_unique<OutMessage>();
   m->kind = wire::Kind::kStoreJoin;
-  wire::Writer w(&m->body);
+  wire::Writer w = m->BodyWriter();
   wire::Put(w, self);
   Status s = engine_.SendOnConn(conn.value(), std::move(m));
   if (!s.ok()) return s;

@@ -1,6 +1,8 @@
 // Encoding and bounds-checked decoding of the core's messages (messages.h).
 #include "wire/messages.h"
 
+#include <cstring>
+
 namespace ferry::wire {
 namespace {
 
@@ -12,13 +14,21 @@ constexpr uint32_t kMaxDims = 64;
 
 }  // namespace
 
+void EncodeEnvelopeAt(const Envelope& e, uint8_t* out) {
+  const uint16_t magic = kMagic;
+  const uint8_t kind = static_cast<uint8_t>(e.kind);
+  std::memcpy(out, &magic, 2);
+  out[2] = kWireVersion;
+  out[3] = kind;
+  std::memcpy(out + 4, &e.flags, 4);
+  std::memcpy(out + 8, &e.seq, 8);
+  static_assert(kEnvelopeSize == 16, "the envelope's layout is docs/protocol.md's");
+}
+
 void EncodeEnvelope(const Envelope& e, Writer& w) {
-  Fields f(w);
-  f.U16(kMagic);
-  f.U8(kWireVersion);
-  f.U8(static_cast<uint8_t>(e.kind));
-  f.U32(e.flags);
-  f.U64(e.seq);
+  uint8_t bytes[kEnvelopeSize];
+  EncodeEnvelopeAt(e, bytes);
+  w.Raw(bytes, sizeof bytes);
 }
 
 bool DecodeEnvelope(Reader& r, Envelope* e, uint8_t* version) {

@@ -58,7 +58,10 @@ class Payload {
   void Given() { tensors_.clear(); }
 
  private:
-  std::string bytes_;
+  // The caller's bytes object, referenced rather than copied: a Python
+  // bytes object is immutable and this reference keeps it alive, so its
+  // buffer can be read without the GIL while ferry encodes the call.
+  py::bytes bytes_;
   std::vector<DLManagedTensor*> tensors_;
   std::vector<ferry_rref_t*> rrefs_;
   ferry_payload_t c_{};
@@ -107,8 +110,8 @@ Payload::Payload(const py::bytes& data, const py::list& tensors, const py::list&
   }
   for (py::handle r : rrefs) rrefs_.push_back(r.cast<RRefHandle&>().get());
   c_.struct_size = FERRY_PAYLOAD_STRUCT_SIZE;
-  c_.bytes = bytes_.data();
-  c_.num_bytes = bytes_.size();
+  c_.bytes = PyBytes_AS_STRING(bytes_.ptr());
+  c_.num_bytes = static_cast<uint64_t>(PyBytes_GET_SIZE(bytes_.ptr()));
   c_.num_tensors = static_cast<uint32_t>(tensors_.size());
   c_.tensors = tensors_.data();
   c_.rrefs = rrefs_.data();
