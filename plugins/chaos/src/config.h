@@ -5,7 +5,7 @@
 // for, never a silently clamped one. README.md lists every key.
 #pragma once
 
-#include "log.h"
+#include "status.h"
 
 #include <cstdint>
 #include <string>

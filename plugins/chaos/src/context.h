@@ -18,7 +18,7 @@
 
 #include "config.h"
 #include "inner.h"
-#include "log.h"
+#include "status.h"
 #include "prng.h"
 
 #include <ferry/transport.h>

@@ -4,7 +4,7 @@
 // once per file and never unloaded, like the core's loader does.
 #pragma once
 
-#include "log.h"
+#include "status.h"
 
 #include <ferry/transport.h>
 

@@ -22,7 +22,7 @@
 
 #include "buffer_pool.h"
 #include "config.h"
-#include "conn.h"
+#include "connection.h"
 #include "endpoint.h"
 #include "fd_hygiene.h"
 #include "handle_table.h"

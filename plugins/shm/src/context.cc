@@ -1,7 +1,7 @@
 #include "context.h"
 
 #include "clock.h"
-#include "conn.h"
+#include "connection.h"
 #include "log.h"
 #include "setup_socket.h"
 

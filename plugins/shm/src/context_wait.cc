@@ -21,7 +21,7 @@
 // In busy-poll mode the context never arms: the host spins, the wakeup fd
 // stays readable for good, and peers are told never to ring.
 #include "clock.h"
-#include "conn.h"
+#include "connection.h"
 #include "context.h"
 #include "shared_atomic.h"
 

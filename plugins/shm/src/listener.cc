@@ -2,7 +2,7 @@
 // at the address given), close_listener() unlinks it at once, and progress()
 // accepts: every accepted socket must come from our own uid (SO_PEERCRED)
 // before a connection object, and any shared memory, exists for it.
-#include "conn.h"
+#include "connection.h"
 #include "context.h"
 #include "handshake.h"
 #include "log.h"

@@ -10,7 +10,7 @@
 //           so a 1 GiB tensor needs no 1 GiB staging area.
 // SEND_DONE events come from progress(), in posting order.
 #include "config.h"
-#include "conn.h"
+#include "connection.h"
 #include "context.h"
 #include "shared_atomic.h"
 

@@ -4,7 +4,7 @@
 #include "clock.h"
 #include "cma.h"
 #include "config.h"
-#include "conn.h"
+#include "connection.h"
 #include "context.h"
 #include "handshake.h"
 #include "log.h"

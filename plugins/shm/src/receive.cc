@@ -12,7 +12,7 @@
 // connection with DATA_LOSS, never a crash.
 #include "cma.h"
 #include "config.h"
-#include "conn.h"
+#include "connection.h"
 #include "context.h"
 #include "log.h"
 #include "shared_atomic.h"

@@ -2,7 +2,7 @@
 // turn handles into objects, keep every C++ exception on this side of the ABI
 // (an internal error with a message instead), and copy statuses into the
 // caller's error buffer.
-#include "conn.h"
+#include "connection.h"
 #include "context.h"
 #include "listener.h"
 #include "log.h"

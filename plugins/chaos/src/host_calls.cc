@@ -3,9 +3,9 @@
 // any C++ exception into FERRY_INTERNAL with a message: nothing escapes into
 // the host.
 #include "context.h"
-#include "log.h"
+#include "status.h"
 
-#include "ferry_plugin/entry_guard.h"
+#include "ferry_plugin/entry.h"
 
 #include <ferry/transport.h>
 

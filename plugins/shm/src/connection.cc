@@ -1,5 +1,5 @@
 // Connection lifecycle: the progress step, peer death, corruption, close.
-#include "conn.h"
+#include "connection.h"
 
 #include "config.h"
 #include "context.h"

@@ -1,5 +1,5 @@
 // Entry-point helpers shared by the in-tree plugins (entry_guard.h).
-#include "ferry_plugin/entry_guard.h"
+#include "ferry_plugin/entry.h"
 
 #include <cstring>
 
