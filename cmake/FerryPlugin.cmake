@@ -15,8 +15,7 @@
 # Plugins are built with link-time optimisation where the toolchain has it
 # (FERRY_PLUGIN_LTO, on by default; off in sanitizer builds): a message's
 # path crosses the plugin's files (the ABI entry, the encoder, the event
-# queue) and LTO inlines across them. On the fabric plugin's 64-byte round
-# trip it removes ~120 of ~4 940 instructions (docs/benchmarks/README.md).
+# queue), and LTO inlines across them, as it would within one file.
 include(CheckIPOSupported)
 if(NOT DEFINED FERRY_PLUGIN_LTO)
   set(ferry_plugin_lto_default ON)

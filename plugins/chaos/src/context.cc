@@ -1,5 +1,7 @@
 #include "context.h"
 
+#include "ferry_plugin/log.h"
+
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -178,30 +180,30 @@ Status Context::Init(const ferry_init_args_t* args) {
   info_.domain = domain_.c_str();
   info_.description = description_.c_str();
 
-  CHAOS_LOG(FERRY_LOG_INFO,
-            "context '%s' over %s: %s (replay with FERRY_CHAOS_SEED=%llu)",
-            instance_.c_str(), inner_->name.c_str(), config_.Describe().c_str(),
-            static_cast<unsigned long long>(config_.seed));
+  FERRY_PLUGIN_LOG(FERRY_LOG_INFO,
+                   "context '%s' over %s: %s (replay with FERRY_CHAOS_SEED=%llu)",
+                   instance_.c_str(), inner_->name.c_str(), config_.Describe().c_str(),
+                   static_cast<unsigned long long>(config_.seed));
   return Status();
 }
 
 Context::~Context() {
   if (inner_ctx_ != nullptr) {
-    CHAOS_LOG(FERRY_LOG_INFO,
-              "context '%s' (seed=%llu): %llu arrivals from %s, %llu dropped, "
-              "%llu duplicated, %llu lost, %llu delivered",
-              instance_.c_str(), static_cast<unsigned long long>(config_.seed),
-              static_cast<unsigned long long>(stats_.inner_arrivals),
-              inner_->name.c_str(),
-              static_cast<unsigned long long>(stats_.dropped),
-              static_cast<unsigned long long>(stats_.duplicated),
-              static_cast<unsigned long long>(stats_.lost),
-              static_cast<unsigned long long>(stats_.delivered));
+    FERRY_PLUGIN_LOG(FERRY_LOG_INFO,
+                     "context '%s' (seed=%llu): %llu arrivals from %s, %llu dropped, "
+                     "%llu duplicated, %llu lost, %llu delivered",
+                     instance_.c_str(), static_cast<unsigned long long>(config_.seed),
+                     static_cast<unsigned long long>(stats_.inner_arrivals),
+                     inner_->name.c_str(),
+                     static_cast<unsigned long long>(stats_.dropped),
+                     static_cast<unsigned long long>(stats_.duplicated),
+                     static_cast<unsigned long long>(stats_.lost),
+                     static_cast<unsigned long long>(stats_.delivered));
     // The host closed everything (ABI); fini releases whatever remains.
     try {
       inner_->vt->fini(inner_ctx_);
     } catch (...) {
-      CHAOS_LOG(FERRY_LOG_ERROR, "fini() of the inner transport threw");
+      FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "fini() of the inner transport threw");
     }
   }
   for (Conn* c : retired_) delete c;
@@ -282,8 +284,8 @@ void Context::HandleInner(const ferry_event_t& ev) {
     return;
   }
   if (ev.conn == nullptr) {
-    CHAOS_LOG(FERRY_LOG_WARN, "inner event of type %d without a connection: ignored",
-              static_cast<int>(ev.type));
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "inner event of type %d without a connection: ignored",
+                     static_cast<int>(ev.type));
     return;
   }
   if (ev.type == FERRY_EV_ACCEPTED) {
@@ -296,8 +298,8 @@ void Context::HandleInner(const ferry_event_t& ev) {
   }
   Conn* c = FindByInner(ev.conn);
   if (c == nullptr) {
-    CHAOS_LOG(FERRY_LOG_WARN, "inner event of type %d for an unknown connection: ignored",
-              static_cast<int>(ev.type));
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "inner event of type %d for an unknown connection: ignored",
+                     static_cast<int>(ev.type));
     return;
   }
   switch (ev.type) {
@@ -352,8 +354,8 @@ void Context::HandleInner(const ferry_event_t& ev) {
       break;
     }
     default:
-      CHAOS_LOG(FERRY_LOG_DEBUG, "inner event of unknown type %d: ignored",
-                static_cast<int>(ev.type));
+      FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "inner event of unknown type %d: ignored",
+                       static_cast<int>(ev.type));
       break;
   }
 }
@@ -364,9 +366,9 @@ void Context::OnInnerArrival(Conn* c, const ferry_event_t& ev) {
     InnerErr e;
     ferry_status_t rc = inner_->vt->discard(c->inner, ev.msg_id, &e.buf);
     if (rc != FERRY_OK) {
-      CHAOS_LOG(FERRY_LOG_WARN, "discard() of inner msg_id %llu failed: %s",
-                static_cast<unsigned long long>(ev.msg_id),
-                e.ToStatus(rc, "discard").message.c_str());
+      FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "discard() of inner msg_id %llu failed: %s",
+                       static_cast<unsigned long long>(ev.msg_id),
+                       e.ToStatus(rc, "discard").message.c_str());
     }
   };
   if (c->closing) {  // the inner transport should not, but be safe
@@ -379,15 +381,16 @@ void Context::OnInnerArrival(Conn* c, const ferry_event_t& ev) {
   const bool dup = !drop && d.dup % 1000 < config_.dup_rate;
   if (drop) {
     ++stats_.dropped;
-    CHAOS_LOG(FERRY_LOG_TRACE, "conn %llu: arrival %llu dropped",
-              static_cast<unsigned long long>(c->ordinal),
-              static_cast<unsigned long long>(seq));
+    FERRY_PLUGIN_LOG(FERRY_LOG_TRACE, "conn %llu: arrival %llu dropped",
+                     static_cast<unsigned long long>(c->ordinal),
+                     static_cast<unsigned long long>(seq));
     discard();
     return;
   }
   const uint32_t n = ev.num_segments;
   if (n > 0 && ev.segments == nullptr) {
-    CHAOS_LOG(FERRY_LOG_ERROR, "inner ARRIVAL with %u segments and no descriptors: dropped", n);
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR,
+                     "inner ARRIVAL with %u segments and no descriptors: dropped", n);
     ++stats_.lost;
     discard();
     return;
@@ -420,8 +423,8 @@ void Context::OnInnerArrival(Conn* c, const ferry_event_t& ev) {
       }
     }
   } catch (const std::bad_alloc&) {
-    CHAOS_LOG(FERRY_LOG_ERROR, "conn %llu: no memory to hold an arrival: dropped",
-              static_cast<unsigned long long>(c->ordinal));
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "conn %llu: no memory to hold an arrival: dropped",
+                     static_cast<unsigned long long>(c->ordinal));
     ++stats_.lost;
     discard();
     return;
@@ -475,10 +478,10 @@ void Context::OnInnerArrival(Conn* c, const ferry_event_t& ev) {
   InnerErr e;
   ferry_status_t rc = inner_->vt->place(c->inner, &pa, &e.buf);
   if (rc != FERRY_OK) {
-    CHAOS_LOG(FERRY_LOG_INFO, "conn %llu: inner place() refused (%s): arrival %llu lost",
-              static_cast<unsigned long long>(c->ordinal),
-              e.ToStatus(rc, "place").message.c_str(),
-              static_cast<unsigned long long>(seq));
+    FERRY_PLUGIN_LOG(FERRY_LOG_INFO, "conn %llu: inner place() refused (%s): arrival %llu lost",
+                     static_cast<unsigned long long>(c->ordinal),
+                     e.ToStatus(rc, "place").message.c_str(),
+                     static_cast<unsigned long long>(seq));
     discard();
     for (auto& h : entries) h->state = Held::State::kLost;
     ++stats_.lost;
@@ -493,7 +496,7 @@ void Context::OnInnerArrival(Conn* c, const ferry_event_t& ev) {
 void Context::OnDrainDone(void* user_data, ferry_status_t status, const char* message) {
   auto it = drains_.find(user_data);
   if (it == drains_.end()) {
-    CHAOS_LOG(FERRY_LOG_WARN, "inner PLACE_DONE for an unknown placement: ignored");
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "inner PLACE_DONE for an unknown placement: ignored");
     return;
   }
   std::unique_ptr<Drain> d = std::move(it->second);
@@ -515,9 +518,9 @@ void Context::OnDrainDone(void* user_data, ferry_status_t status, const char* me
     }
     if (counted) {
       ++stats_.lost;
-      CHAOS_LOG(FERRY_LOG_DEBUG, "conn %llu: a message being received was lost: %s",
-                static_cast<unsigned long long>(c->ordinal),
-                message != nullptr && message[0] ? message : "placement failed");
+      FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "conn %llu: a message being received was lost: %s",
+                       static_cast<unsigned long long>(c->ordinal),
+                       message != nullptr && message[0] ? message : "placement failed");
     }
   }
   MaybeQueueBroken(c);
@@ -703,7 +706,7 @@ void Context::UpdateWakeup(uint64_t /*now*/) {
     if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) == 0) {
       timer_armed_ns_ = t;
     } else {
-      CHAOS_LOG(FERRY_LOG_ERROR, "timerfd_settime failed: %s", std::strerror(errno));
+      FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "timerfd_settime failed: %s", std::strerror(errno));
     }
   }
 }
@@ -917,7 +920,7 @@ void Context::Dereg(ferry_mr_t* mr) {
   auto* m = reinterpret_cast<Mr*>(mr);
   auto it = std::find(mrs_.begin(), mrs_.end(), m);
   if (it == mrs_.end()) {
-    CHAOS_LOG(FERRY_LOG_ERROR, "dereg() of an unknown registration: ignored");
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "dereg() of an unknown registration: ignored");
     return;
   }
   mrs_.erase(it);

@@ -1,5 +1,8 @@
 #include "inner.h"
 
+#include "ferry_plugin/host.h"
+#include "ferry_plugin/log.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -120,7 +123,7 @@ Status Negotiate(const std::string& path, const std::string& wanted,
   na.abi_major = FERRY_TRANSPORT_ABI_MAJOR;
   na.abi_minor_min = kMinorMin;
   na.abi_minor_max = kMinorMax;
-  na.host = HostServices();  // the host's own table, passed along
+  na.host = ferry_plugin::HostServices();  // the host's own table, passed along
   na.err = &err;
   ferry_status_t st = FERRY_INTERNAL;
   try {
@@ -214,8 +217,8 @@ Status LoadInner(const std::string& inner, const InnerPlugin** out) {
     std::unique_ptr<InnerPlugin> p;
     Status st = Negotiate(path, inner, &p);
     if (!st.ok()) return st;
-    CHAOS_LOG(FERRY_LOG_INFO, "inner transport %s %s (ABI 0.%u) from %s",
-              p->name.c_str(), p->version.c_str(), p->minor, path.c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_INFO, "inner transport %s %s (ABI 0.%u) from %s",
+                     p->name.c_str(), p->version.c_str(), p->minor, path.c_str());
     it = cache.by_path.emplace(path, std::move(p)).first;
   }
   *out = it->second.get();

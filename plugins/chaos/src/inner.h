@@ -13,6 +13,9 @@
 
 namespace ferry_chaos {
 
+// This plugin's name, which an inner transport must not have.
+constexpr const char* kPluginName = "chaos";
+
 struct InnerPlugin {
   std::string path;
   std::string name;

@@ -1,4 +1,4 @@
-// Entry-point helpers shared by the in-tree plugins (entry_guard.h).
+// The non-template half of the entry shim (entry.h).
 #include "ferry_plugin/entry.h"
 
 #include <cstring>

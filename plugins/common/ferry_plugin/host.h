@@ -11,7 +11,7 @@ void SetHostServices(const ferry_host_services_t* host);  // NULL is ignored
 const ferry_host_services_t* HostServices();
 
 // The plugin's name ("tcp"), set once at negotiation; prefixes the messages
-// of the entry-point helpers (entry_guard.h). Default "plugin".
+// of the entry shim (entry.h) and names its logs (log.h). Default "plugin".
 void SetPluginName(const char* name);  // static storage: not copied
 const char* PluginName();
 

@@ -6,7 +6,6 @@
 // goes back and the connection's next arrival may be delivered.
 #include "context.h"
 
-#include "log.h"
 
 namespace ferry_fabric {
 

@@ -1,7 +1,8 @@
 #include "config.h"
 
-#include "log.h"
 
+#include "ferry_plugin/host.h"
+#include "ferry_plugin/log.h"
 #include "ferry_plugin/params.h"
 
 #include <ferry/transport.h>
@@ -24,8 +25,8 @@ Tristate TristateParam(const char* key) {
   }
   if (v == "1" || v == "on" || v == "yes" || v == "true") return Tristate::kOn;
   if (v == "0" || v == "off" || v == "no" || v == "false") return Tristate::kOff;
-  FAB_LOG(FERRY_LOG_WARN, "parameter %s='%s' is not auto/on/off; using auto",
-          key, v.c_str());
+  FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "parameter %s='%s' is not auto/on/off; using auto",
+                   key, v.c_str());
   return Tristate::kAuto;
 }
 
@@ -77,7 +78,7 @@ Config LoadConfig(uint32_t init_flags) {
   c.close_timeout_ms = static_cast<uint32_t>(
       IntParam("close_timeout_ms", c.close_timeout_ms, 1, 3600000));
   c.priority = static_cast<int32_t>(
-      ferry_host_param_int(HostServices(), kPlugin, "priority", -1));
+      ferry_host_param_int(ferry_plugin::HostServices(), kPlugin, "priority", -1));
   c.domain_override = StringParam("domain_override", "");
   c.gpu_driver = TristateParam("gpu_driver");
   c.cloexec_sweep = IntParam("cloexec_sweep", 1, 0, 1) != 0;

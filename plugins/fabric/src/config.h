@@ -36,7 +36,7 @@ struct Config {
   uint64_t max_message_size = uint64_t{1} << 40;
   uint32_t rx_buffers = 256;  // receive buffers: posted, or held by arrivals
   // Of those, how many are kept posted; the rest wait on a stack, the most
-  // recently used on top (rx_path.cc: why few, and why a stack).
+  // recently used on top (receive.cc: why few, and why a stack).
   uint32_t rx_posted = 32;
   uint32_t tx_buffers = 256;  // registered bounce buffers for sends
   uint64_t rma_chunk_size = 8u << 20;  // one fi_read moves at most this

@@ -2,9 +2,10 @@
 
 #include "address.h"
 #include "fi_error.h"
-#include "log.h"
 #include "stale_shm.h"
 #include "wire.h"
+
+#include "ferry_plugin/log.h"
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -98,10 +99,10 @@ Status Context::Init(const char* instance) {
     // the provider could not open it (no usable CUDA runtime, say) or
     // cannot register CUDA memory: host memory only, rather than no
     // transport at all (or FI_HMEM's cost for nothing).
-    FAB_LOG(FERRY_LOG_WARN,
-            "provider %s with FI_HMEM failed (%s); retrying without device "
-            "memory support (set FERRY_FABRIC_HMEM=off to skip this)",
-            provider_.c_str(), st.message.c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                     "provider %s with FI_HMEM failed (%s); retrying without device "
+                     "memory support (set FERRY_FABRIC_HMEM=off to skip this)",
+                     provider_.c_str(), st.message.c_str());
     const std::string why = st.message;
     Config host_only = config_;
     host_only.hmem = Tristate::kOff;
@@ -117,10 +118,10 @@ Status Context::Init(const char* instance) {
   }
   if (!st.ok()) return st;
   if (hmem_ && !CudaMemory()) {
-    FAB_LOG(FERRY_LOG_WARN,
-            "hmem=on: %s; CUDA segments will be refused (set FERRY_FABRIC_HMEM=off "
-            "to keep fi_inject, or use a libfabric built with CUDA)",
-            no_cuda_.c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                     "hmem=on: %s; CUDA segments will be refused (set FERRY_FABRIC_HMEM=off "
+                     "to keep fi_inject, or use a libfabric built with CUDA)",
+                     no_cuda_.c_str());
   }
 
   // Limits: an eager frame must fit the provider's message size, and a
@@ -179,8 +180,8 @@ Status Context::Init(const char* instance) {
   }
   description_ = Describe();
   if (config_.cloexec_sweep) fd_sweeper_.Sweep();
-  FAB_LOG(FERRY_LOG_INFO, "context '%s': %s", instance_.c_str(),
-          description_.c_str());
+  FERRY_PLUGIN_LOG(FERRY_LOG_INFO, "context '%s': %s", instance_.c_str(),
+                   description_.c_str());
   return Status();
 }
 
@@ -290,10 +291,10 @@ Status Context::Listen(const char* address, void* user_data, Listener** out) {
   // (which the endpoint fixed at init) cannot be chosen. A non-empty request
   // is accepted and logged, so configuration written for tcp still works.
   if (address != nullptr && address[0] != '\0') {
-    FAB_LOG(FERRY_LOG_DEBUG,
-            "listen('%s'): fabric listeners use the context's endpoint "
-            "address; the requested address is ignored",
-            address);
+    FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG,
+                     "listen('%s'): fabric listeners use the context's endpoint "
+                     "address; the requested address is ignored",
+                     address);
   }
   auto* l = new Listener();
   l->ctx = this;
@@ -353,7 +354,7 @@ Status Context::Reg(const ferry_reg_args_t& args, HostMr** out) {
 void Context::Dereg(HostMr* mr) {
   auto it = std::find(host_mrs_.begin(), host_mrs_.end(), mr);
   if (it == host_mrs_.end()) {
-    FAB_LOG(FERRY_LOG_ERROR, "dereg() of a registration this context does not own");
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "dereg() of a registration this context does not own");
     return;
   }
   host_mrs_.erase(it);

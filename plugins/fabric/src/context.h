@@ -3,10 +3,10 @@
 // them all. The member functions are split by concern across files:
 //   context.cc     set-up, query, listen, connect, reg/dereg, teardown
 //   control.cc     handshake and teardown frames, breaking and closing
-//   eager.cc       send(): validation, inline vs bulk, the eager fast path
+//   send.cc        send(): validation, inline vs bulk, the eager fast path
 //   send_queue.cc  queued sends, waiting for FIN / CTS, completions
 //   tx_frames.cc   bounce buffers, posting and re-posting frames, control
-//   rx_path.cc     receive buffers, parsing, ordering, arrivals
+//   receive.cc     receive buffers, parsing, ordering, arrivals
 //   answer.cc      place() / discard()
 //   rendezvous.cc  large segments over RMA reads (+ FIN)
 //   stream.cc      large segments as chunked messages when RMA is absent
@@ -119,7 +119,7 @@ class Context {
   void HandleTxFailure(uint64_t conn_id, uint8_t frame_type,
                        ferry_status_t status, const std::string& text);
 
-  // ---- send() (eager.cc, send_queue.cc) ----
+  // ---- send() (send.cc, send_queue.cc) ----
   Status ValidateSend(Conn* c, const ferry_send_args_t& args,
                       uint64_t* total) const;
   // Decides inline vs bulk for each segment; true when all are inline.
@@ -156,7 +156,7 @@ class Context {
   void FailWaitingSends(Conn* c, ferry_status_t status,
                         const std::string& message, bool keep_exposed);
 
-  // ---- receive side (rx_path.cc, answer.cc) ----
+  // ---- receive side (receive.cc, answer.cc) ----
   // Posts `b`; on refusal it goes back to rx_idle_ for the next progress().
   void PostRecv(RxBuf* b);
   // fi_recv on `b`: false when the provider refused it (logged unless

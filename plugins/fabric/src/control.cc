@@ -11,7 +11,8 @@
 #include "context.h"
 
 #include "fi_error.h"
-#include "log.h"
+
+#include "ferry_plugin/log.h"
 
 #include <algorithm>
 #include <cstring>
@@ -24,14 +25,14 @@ void Context::OnConnect(const char* frame, size_t len) {
   wire::Connect f;
   if (!wire::Read(frame, len, &f) || f.name_len == 0 ||
       f.name_len > wire::kMaxNameLen || len - sizeof f < f.name_len) {
-    FAB_LOG(FERRY_LOG_WARN, "dropping a malformed CONNECT (%zu bytes)", len);
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping a malformed CONNECT (%zu bytes)", len);
     return;
   }
   sweep_pending_ = true;  // the provider accepted a connection for it
   Peer* peer = nullptr;
   Status st = peers_->Get(std::string(frame + sizeof f, f.name_len), &peer);
   if (!st.ok()) {
-    FAB_LOG(FERRY_LOG_WARN, "refusing a connection: %s", st.message.c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "refusing a connection: %s", st.message.c_str());
     return;
   }
   auto it = listeners_.find(f.listener_id);
@@ -313,10 +314,10 @@ void Context::CheckDeadlines() {
                          c->peer_address.c_str(), config_.connect_timeout_ms,
                          provider_.c_str()));
     } else if (c->close_called && c->awaiting_ack) {
-      FAB_LOG(FERRY_LOG_WARN,
-              "closing a connection to %s: no DISCONNECT_ACK within %u ms; "
-              "releasing its exposed segments anyway",
-              c->peer_address.c_str(), config_.close_timeout_ms);
+      FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                       "closing a connection to %s: no DISCONNECT_ACK within %u ms; "
+                       "releasing its exposed segments anyway",
+                       c->peer_address.c_str(), config_.close_timeout_ms);
       PeerLost(c);
     }
   }

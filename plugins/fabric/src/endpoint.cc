@@ -1,7 +1,8 @@
 #include "endpoint.h"
 
 #include "fi_error.h"
-#include "log.h"
+
+#include "ferry_plugin/log.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -13,8 +14,8 @@ void CloseFid(fid* f, const char* what, const std::string& provider) {
   if (f == nullptr) return;
   int rc = fi_close(f);
   if (rc != 0) {
-    FAB_LOG(FERRY_LOG_WARN, "closing the %s: %s", what,
-            FiText("fi_close", rc, provider).c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "closing the %s: %s", what,
+                     FiText("fi_close", rc, provider).c_str());
   }
 }
 

@@ -1,7 +1,7 @@
 // The libfabric objects behind one context: fabric, domain, one completion
 // queue for everything, one address vector and one reliable-datagram
 // endpoint. Every connection of the context is multiplexed over this one
-// endpoint (conn.h explains how), so the number of libfabric resources does
+// endpoint (connection.h explains how), so the number of libfabric resources does
 // not grow with the number of connections.
 #pragma once
 

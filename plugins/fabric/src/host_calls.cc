@@ -1,32 +1,24 @@
-// The plugin's one exported symbol and the vtable behind it. Each entry
-// point checks its handle and arguments, takes the context lock, and turns
-// any C++ exception into FERRY_INTERNAL with a message: nothing escapes into
-// the host.
+// What each host call does before the context takes over: check the handle
+// (connections, listeners and registrations carry a magic, so a handle of
+// the wrong kind is caught) and the arguments, take the context lock, and
+// afterwards let the context post what the call queued (AfterHostCall).
+#include "host_calls.h"
+
 #include "context.h"
-#include "log.h"
-#include "status.h"
 
 #include "ferry_plugin/entry.h"
+#include "ferry_plugin/log.h"
 
-#include <ferry/transport.h>
-
+#include <memory>
 #include <mutex>
 
-namespace ferry_fabric {
+namespace ferry_fabric::host_calls {
 namespace {
 
 using ferry_plugin::ArgsOk;
 using ferry_plugin::BadArgs;
 using ferry_plugin::BadHandle;
 using ferry_plugin::CopyString;
-using ferry_plugin::Guarded;
-using ferry_plugin::GuardedCode;
-using ferry_plugin::GuardedVoid;
-
-constexpr const char* kPluginName = "fabric";
-constexpr const char* kPluginVersion = "0.1.0";
-constexpr uint32_t kMinorMin = 1;
-constexpr uint32_t kMinorMax = FERRY_TRANSPORT_ABI_MINOR;
 
 Context* ToContext(ferry_context_t* h) { return reinterpret_cast<Context*>(h); }
 
@@ -40,255 +32,171 @@ Listener* ToListener(ferry_listener_t* h) {
   return l != nullptr && l->magic == Listener::kMagic ? l : nullptr;
 }
 
-// --- vtable entries --------------------------------------------------------
+}  // namespace
 
-ferry_status_t Init(const ferry_init_args_t* args, ferry_context_t** out,
-                    ferry_error_buf_t* err) {
-  return Guarded("init", err, [&]() -> Status {
-    if (out == nullptr) {
-      return Error(FERRY_INVALID_ARGUMENT, "fabric: init() needs an out pointer");
+Status Init(const ferry_init_args_t* args, ferry_context_t** out) {
+  if (out == nullptr) {
+    return Error(FERRY_INVALID_ARGUMENT, "fabric: init() needs an out pointer");
+  }
+  uint32_t flags = 0;
+  const char* instance = nullptr;
+  if (args != nullptr) {
+    if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, flags)) flags = args->flags;
+    if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, instance)) {
+      instance = args->instance;
     }
-    uint32_t flags = 0;
-    const char* instance = nullptr;
-    if (args != nullptr) {
-      if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, flags)) flags = args->flags;
-      if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, instance)) {
-        instance = args->instance;
-      }
-    }
-    std::unique_ptr<Context> ctx;
-    Status st = Context::Create(flags, instance, &ctx);
-    if (st.ok()) *out = reinterpret_cast<ferry_context_t*>(ctx.release());
-    return st;
-  });
+  }
+  std::unique_ptr<Context> ctx;
+  Status st = Context::Create(flags, instance, &ctx);
+  if (st.ok()) *out = reinterpret_cast<ferry_context_t*>(ctx.release());
+  return st;
 }
 
-void Fini(ferry_context_t* handle) {
-  GuardedVoid("fini", [&] { delete ToContext(handle); });
+void Fini(ferry_context_t* handle) { delete ToContext(handle); }
+
+Status Query(ferry_context_t* handle, ferry_context_info_t* info) {
+  Context* ctx = ToContext(handle);
+  if (ctx == nullptr || info == nullptr || info->struct_size < sizeof(uint32_t)) {
+    return Error(FERRY_INVALID_ARGUMENT, "fabric: query() needs a context and info");
+  }
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  ctx->Query(info);
+  return Status();
 }
 
-ferry_status_t Query(ferry_context_t* handle, ferry_context_info_t* info) {
-  return Guarded("query", nullptr, [&]() -> Status {
-    Context* ctx = ToContext(handle);
-    if (ctx == nullptr || info == nullptr || info->struct_size < sizeof(uint32_t)) {
-      return Error(FERRY_INVALID_ARGUMENT, "fabric: query() needs a context and info");
-    }
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    ctx->Query(info);
-    return Status();
-  });
+ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args, Status* error) {
+  Context* ctx = ToContext(handle);
+  if (ctx == nullptr || args == nullptr ||
+      args->struct_size < FERRY_STRUCT_SIZE(ferry_progress_args_t, num_events)) {
+    return Report(error, Error(FERRY_INVALID_ARGUMENT,
+                               "fabric: progress() needs a context and progress args"));
+  }
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  const ferry_status_t code = ctx->Progress(args, error);
+  if (code != FERRY_OK) FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "%s", error->message.c_str());
+  return code;
 }
 
-ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
-  return GuardedCode("progress", nullptr, [&](Status* error) {
-    Context* ctx = ToContext(handle);
-    if (ctx == nullptr || args == nullptr ||
-        args->struct_size < FERRY_STRUCT_SIZE(ferry_progress_args_t, num_events)) {
-      return Report(error, Error(FERRY_INVALID_ARGUMENT,
-                                 "fabric: progress() needs a context and progress args"));
-    }
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    const ferry_status_t code = ctx->Progress(args, error);
-    if (code != FERRY_OK) FAB_LOG(FERRY_LOG_ERROR, "%s", error->message.c_str());
-    return code;
-  });
+Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args, ferry_listener_t** out) {
+  Context* ctx = ToContext(handle);
+  if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
+  if (!ArgsOk(args)) return BadArgs("listen", args);
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  Listener* l = nullptr;
+  Status st = ctx->Listen(args->address, args->user_data, &l);
+  if (st.ok()) *out = reinterpret_cast<ferry_listener_t*>(l);
+  return st;
 }
 
-ferry_status_t Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
-                      ferry_listener_t** out, ferry_error_buf_t* err) {
-  return Guarded("listen", err, [&]() -> Status {
-    Context* ctx = ToContext(handle);
-    if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
-    if (!ArgsOk(args)) return BadArgs("listen", args);
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    Listener* l = nullptr;
-    Status st = ctx->Listen(args->address, args->user_data, &l);
-    if (st.ok()) *out = reinterpret_cast<ferry_listener_t*>(l);
-    return st;
-  });
-}
-
-ferry_status_t ListenerAddress(ferry_listener_t* handle, char* buf,
-                               uint64_t buf_len) {
-  return Guarded("listener_address", nullptr, [&]() -> Status {
-    Listener* l = ToListener(handle);
-    if (l == nullptr) return BadHandle("listener_address", "listener");
-    return CopyString(l->address, buf, buf_len);  // immutable: no lock
-  });
+Status ListenerAddress(ferry_listener_t* handle, char* buf, uint64_t buf_len) {
+  Listener* l = ToListener(handle);
+  if (l == nullptr) return BadHandle("listener_address", "listener");
+  return CopyString(l->address, buf, buf_len);  // immutable: no lock
 }
 
 void CloseListener(ferry_listener_t* handle) {
-  GuardedVoid("close_listener", [&] {
-    Listener* l = ToListener(handle);
-    if (l == nullptr) {
-      FAB_LOG(FERRY_LOG_ERROR, "close_listener() got an invalid handle");
-      return;
-    }
-    Context* ctx = l->ctx;
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    ctx->CloseListener(l);
-  });
+  Listener* l = ToListener(handle);
+  if (l == nullptr) {
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "close_listener() got an invalid handle");
+    return;
+  }
+  Context* ctx = l->ctx;
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  ctx->CloseListener(l);
 }
 
-ferry_status_t Connect(ferry_context_t* handle, const ferry_connect_args_t* args,
-                       ferry_conn_t** out, ferry_error_buf_t* err) {
-  return Guarded("connect", err, [&]() -> Status {
-    Context* ctx = ToContext(handle);
-    if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
-    if (!ArgsOk(args)) return BadArgs("connect", args);
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    Conn* conn = nullptr;
-    Status st = ctx->Connect(args->address, args->user_data, &conn);
-    if (st.ok()) *out = reinterpret_cast<ferry_conn_t*>(conn);
-    ctx->AfterHostCall();
-    return st;
-  });
+Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args, ferry_conn_t** out) {
+  Context* ctx = ToContext(handle);
+  if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
+  if (!ArgsOk(args)) return BadArgs("connect", args);
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  Conn* conn = nullptr;
+  Status st = ctx->Connect(args->address, args->user_data, &conn);
+  if (st.ok()) *out = reinterpret_cast<ferry_conn_t*>(conn);
+  ctx->AfterHostCall();
+  return st;
 }
 
 void SetConnUserData(ferry_conn_t* handle, void* user_data) {
-  GuardedVoid("set_conn_user_data", [&] {
-    Conn* conn = ToConn(handle);
-    if (conn == nullptr) return;
-    std::lock_guard<ferry_plugin::Mutex> lock(conn->ctx->mutex());
-    conn->user_data = user_data;
-  });
+  Conn* conn = ToConn(handle);
+  if (conn == nullptr) return;
+  std::lock_guard<ferry_plugin::Mutex> lock(conn->ctx->mutex());
+  conn->user_data = user_data;
 }
 
-ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args,
-                    ferry_error_buf_t* err) {
-  return GuardedCode("send", err, [&](Status* error) {
-    Conn* conn = ToConn(handle);
-    if (conn == nullptr) return Report(error, BadHandle("send", "connection"));
-    if (!ArgsOk(args)) return Report(error, BadArgs("send", args));
-    Context* ctx = conn->ctx;
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    const ferry_status_t code = ctx->Send(conn, *args, error);
-    ctx->AfterHostCall();
-    return code;
-  });
+ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args, Status* error) {
+  Conn* conn = ToConn(handle);
+  if (conn == nullptr) return Report(error, BadHandle("send", "connection"));
+  if (!ArgsOk(args)) return Report(error, BadArgs("send", args));
+  Context* ctx = conn->ctx;
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  const ferry_status_t code = ctx->Send(conn, *args, error);
+  ctx->AfterHostCall();
+  return code;
 }
 
-ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
-                     ferry_error_buf_t* err) {
-  return GuardedCode("place", err, [&](Status* error) {
-    Conn* conn = ToConn(handle);
-    if (conn == nullptr) return Report(error, BadHandle("place", "connection"));
-    if (!ArgsOk(args)) return Report(error, BadArgs("place", args));
-    Context* ctx = conn->ctx;
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    Status st = ctx->Place(conn, *args);
-    ctx->AfterHostCall();
-    return Report(error, std::move(st));
-  });
+ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args, Status* error) {
+  Conn* conn = ToConn(handle);
+  if (conn == nullptr) return Report(error, BadHandle("place", "connection"));
+  if (!ArgsOk(args)) return Report(error, BadArgs("place", args));
+  Context* ctx = conn->ctx;
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  Status st = ctx->Place(conn, *args);
+  ctx->AfterHostCall();
+  return Report(error, std::move(st));
 }
 
-ferry_status_t Discard(ferry_conn_t* handle, uint64_t msg_id,
-                       ferry_error_buf_t* err) {
-  return GuardedCode("discard", err, [&](Status* error) {
-    Conn* conn = ToConn(handle);
-    if (conn == nullptr) return Report(error, BadHandle("discard", "connection"));
-    Context* ctx = conn->ctx;
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    const ferry_status_t code = ctx->Discard(conn, msg_id, error);
-    ctx->AfterHostCall();
-    return code;
-  });
+ferry_status_t Discard(ferry_conn_t* handle, uint64_t msg_id, Status* error) {
+  Conn* conn = ToConn(handle);
+  if (conn == nullptr) return Report(error, BadHandle("discard", "connection"));
+  Context* ctx = conn->ctx;
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  const ferry_status_t code = ctx->Discard(conn, msg_id, error);
+  ctx->AfterHostCall();
+  return code;
 }
 
 void Close(ferry_conn_t* handle) {
-  GuardedVoid("close", [&] {
-    Conn* conn = ToConn(handle);
-    if (conn == nullptr) {
-      FAB_LOG(FERRY_LOG_ERROR, "close() got an invalid connection handle");
-      return;
-    }
-    Context* ctx = conn->ctx;
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    ctx->Close(conn);
-    ctx->AfterHostCall();
-  });
+  Conn* conn = ToConn(handle);
+  if (conn == nullptr) {
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "close() got an invalid connection handle");
+    return;
+  }
+  Context* ctx = conn->ctx;
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  ctx->Close(conn);
+  ctx->AfterHostCall();
 }
 
-ferry_status_t Reg(ferry_context_t* handle, const ferry_reg_args_t* args,
-                   ferry_mr_t** out, ferry_error_buf_t* err) {
-  return Guarded("reg", err, [&]() -> Status {
-    Context* ctx = ToContext(handle);
-    if (ctx == nullptr || out == nullptr) return BadHandle("reg", "context");
-    if (args == nullptr ||
-        args->struct_size < FERRY_STRUCT_SIZE(ferry_reg_args_t, length)) {
-      return BadArgs("reg", "ferry_reg_args_t", args ? args->struct_size : 0,
-                     FERRY_STRUCT_SIZE(ferry_reg_args_t, length));
-    }
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    HostMr* mr = nullptr;
-    Status st = ctx->Reg(*args, &mr);
-    if (st.ok()) *out = reinterpret_cast<ferry_mr_t*>(mr);
-    return st;
-  });
+Status Reg(ferry_context_t* handle, const ferry_reg_args_t* args, ferry_mr_t** out) {
+  Context* ctx = ToContext(handle);
+  if (ctx == nullptr || out == nullptr) return BadHandle("reg", "context");
+  if (args == nullptr || args->struct_size < FERRY_STRUCT_SIZE(ferry_reg_args_t, length)) {
+    return BadArgs("reg", "ferry_reg_args_t", args ? args->struct_size : 0,
+                   FERRY_STRUCT_SIZE(ferry_reg_args_t, length));
+  }
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  HostMr* mr = nullptr;
+  Status st = ctx->Reg(*args, &mr);
+  if (st.ok()) *out = reinterpret_cast<ferry_mr_t*>(mr);
+  return st;
 }
 
 void Dereg(ferry_context_t* handle, ferry_mr_t* mr) {
-  GuardedVoid("dereg", [&] {
-    Context* ctx = ToContext(handle);
-    auto* h = reinterpret_cast<HostMr*>(mr);
-    if (ctx == nullptr || h == nullptr || h->magic != HostMr::kMagic) {
-      FAB_LOG(FERRY_LOG_ERROR, "dereg() got an invalid handle");
-      return;
-    }
-    std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
-    ctx->Dereg(h);
-  });
-}
-
-ferry_status_t ConnPeerAddress(ferry_conn_t* handle, char* buf,
-                               uint64_t buf_len) {
-  return Guarded("conn_peer_address", nullptr, [&]() -> Status {
-    Conn* conn = ToConn(handle);
-    if (conn == nullptr) return BadHandle("conn_peer_address", "connection");
-    return CopyString(conn->peer_address, buf, buf_len);  // immutable
-  });
-}
-
-ferry_transport_vtable_t MakeVtable() {
-  ferry_transport_vtable_t v{};
-  v.struct_size = sizeof v;
-  v.init = Init;
-  v.fini = Fini;
-  v.query = Query;
-  v.progress = Progress;
-  v.listen = Listen;
-  v.listener_address = ListenerAddress;
-  v.close_listener = CloseListener;
-  v.connect = Connect;
-  v.set_conn_user_data = SetConnUserData;
-  v.send = Send;
-  v.place = Place;
-  v.discard = Discard;
-  v.close = Close;
-  v.reg = Reg;
-  v.dereg = Dereg;
-  v.conn_peer_address = ConnPeerAddress;
-  return v;
-}
-
-const ferry_transport_vtable_t kVtable = MakeVtable();
-
-}  // namespace
-}  // namespace ferry_fabric
-
-extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(
-    ferry_negotiate_args_t* args) {
-  try {
-    ferry_status_t st = ferry_plugin_negotiate(
-        args, ferry_fabric::kPluginName, ferry_fabric::kPluginVersion,
-        ferry_fabric::kMinorMin, ferry_fabric::kMinorMax,
-        FERRY_FEATURE_MULTI_CONTEXT, &ferry_fabric::kVtable);
-    if (st == FERRY_OK) {
-      ferry_plugin::SetPluginName(ferry_fabric::kPluginName);
-      ferry_fabric::SetHostServices(args->host);
-    }
-    return st;
-  } catch (...) {
-    return FERRY_INTERNAL;
+  Context* ctx = ToContext(handle);
+  auto* h = reinterpret_cast<HostMr*>(mr);
+  if (ctx == nullptr || h == nullptr || h->magic != HostMr::kMagic) {
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "dereg() got an invalid handle");
+    return;
   }
+  std::lock_guard<ferry_plugin::Mutex> lock(ctx->mutex());
+  ctx->Dereg(h);
 }
+
+Status ConnPeerAddress(ferry_conn_t* handle, char* buf, uint64_t buf_len) {
+  Conn* conn = ToConn(handle);
+  if (conn == nullptr) return BadHandle("conn_peer_address", "connection");
+  return CopyString(conn->peer_address, buf, buf_len);  // immutable
+}
+
+}  // namespace ferry_fabric::host_calls

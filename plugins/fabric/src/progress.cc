@@ -5,7 +5,8 @@
 #include "context.h"
 
 #include "fi_error.h"
-#include "log.h"
+
+#include "ferry_plugin/log.h"
 
 #include <rdma/fi_errno.h>
 
@@ -79,8 +80,8 @@ void Context::ReadCq() {
       continue;
     }
     if (n < 0) {
-      FAB_LOG(FERRY_LOG_ERROR, "%s",
-              FiText("fi_cq_read", static_cast<int>(n), provider_).c_str());
+      FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "%s",
+                       FiText("fi_cq_read", static_cast<int>(n), provider_).c_str());
       return;
     }
     for (ssize_t i = 0; i < n; ++i) {
@@ -110,8 +111,8 @@ void Context::HandleCqError() {
   if (rc < 0) return;
   OpBase* op = FromContext(err.op_context);
   if (op == nullptr) {
-    FAB_LOG(FERRY_LOG_WARN, "completion error without an operation: %s",
-            CqErrorText(endpoint_->cq(), err, provider_).c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "completion error without an operation: %s",
+                     CqErrorText(endpoint_->cq(), err, provider_).c_str());
     return;
   }
   switch (op->kind) {
@@ -120,8 +121,8 @@ void Context::HandleCqError() {
       b->posted = false;
       --rx_posted_;
       if (err.err != FI_ECANCELED) {
-        FAB_LOG(FERRY_LOG_WARN, "a receive failed (buffer reposted): %s",
-                CqErrorText(endpoint_->cq(), err, provider_).c_str());
+        FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "a receive failed (buffer reposted): %s",
+                         CqErrorText(endpoint_->cq(), err, provider_).c_str());
         PostRecv(b);
       }
       break;

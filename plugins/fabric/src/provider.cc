@@ -1,7 +1,6 @@
 #include "provider.h"
 
 #include "fi_error.h"
-#include "log.h"
 
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
@@ -143,9 +142,8 @@ Status SelectProvider(const Config& config, Selection* out) {
     InfoPtr entry(list);
     // hmem=auto must not cost host memory its latency path: libfabric's shm
     // provider, given FI_HMEM, offers no fi_inject at all (inject_size 0),
-    // so every small message would take a send with a completion (measured
-    // on a GPU host: the one-thread 64-byte round trip 2.1x libfabric's
-    // instead of 1.8x, and ferry's share of it twice as long). Device
+    // so every small message would take a send with a completion, which
+    // roughly doubles what the plugin adds to a 64-byte round trip. Device
     // memory between processes of one host is the CUDA IPC transport's
     // (DESIGN.md); hmem=on still takes the entry.
     const bool next_is_host_only = i + 1 < attempts.size() &&

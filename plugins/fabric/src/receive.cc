@@ -4,13 +4,12 @@
 // Receive buffers: rx_buffers of them, of which only rx_posted (32) are
 // posted at a time; the rest wait on a stack. Providers fill posted
 // receives in the order they were posted, so every posted buffer is used in
-// turn: with all 256 posted, a ping-pong touched a new 16 KiB buffer (a new
-// page) per message, and after another process had the CPU the first ~250
-// round trips of a 64-byte ping-pong on the shm provider were slow (a third
-// of the recorded mean's excess over the median). Few posted, and the most
-// recently used posted again first, keep the buffers a steady exchange
-// touches in cache and in the TLB. A burst beyond the window waits in the
-// provider (unexpected messages) until progress() posts more.
+// turn: with all of them posted, a ping-pong would touch a new 16 KiB buffer
+// (a new page) per message, and after another process had the CPU its next
+// few hundred round trips would each pay cache and TLB misses. Few posted,
+// and the most recently used posted again first, keep the buffers a steady
+// exchange touches in cache and in the TLB. A burst beyond the window waits
+// in the provider (unexpected messages) until progress() posts more.
 //
 // Receiver-not-ready: a buffer stays with its message until the host
 // answers, and goes back after. When the host holds most of the pool (many
@@ -22,8 +21,9 @@
 #include "context.h"
 
 #include "fi_error.h"
-#include "log.h"
 #include "msg_parse.h"
+
+#include "ferry_plugin/log.h"
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -42,8 +42,8 @@ bool Context::TryPostRecv(RxBuf* b) {
     return true;
   }
   if (rc != -FI_EAGAIN) {
-    FAB_LOG(FERRY_LOG_WARN, "posting a receive buffer: %s (will retry)",
-            FiText("fi_recv", static_cast<int>(rc), provider_).c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "posting a receive buffer: %s (will retry)",
+                     FiText("fi_recv", static_cast<int>(rc), provider_).c_str());
   }
   return false;
 }
@@ -74,12 +74,12 @@ void Context::OnRecv(RxBuf* b, size_t len) {
   --rx_posted_;
   wire::Head h;
   if (!wire::Read(b->data, len, &h)) {
-    FAB_LOG(FERRY_LOG_WARN, "dropping a %zu-byte frame: too short", len);
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping a %zu-byte frame: too short", len);
   } else if (h.version != wire::kVersion) {
-    FAB_LOG(FERRY_LOG_WARN,
-            "dropping a frame of wire version %u (this plugin speaks %u): a "
-            "peer runs another ferry-fabric version",
-            h.version, wire::kVersion);
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                     "dropping a frame of wire version %u (this plugin speaks %u): a "
+                     "peer runs another ferry-fabric version",
+                     h.version, wire::kVersion);
   } else {
     switch (h.type) {
       case wire::kMsg:
@@ -94,7 +94,7 @@ void Context::OnRecv(RxBuf* b, size_t len) {
       case wire::kDisconnect: OnDisconnect(b->data, len); break;
       case wire::kDisconnectAck: OnDisconnectAck(b->data, len); break;
       default:
-        FAB_LOG(FERRY_LOG_WARN, "dropping a frame of unknown type %u", h.type);
+        FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping a frame of unknown type %u", h.type);
     }
   }
   ReturnRxBuf(b);
@@ -156,8 +156,8 @@ bool Context::OnMsg(RxBuf* b, size_t len) {
   wire::Msg h;
   if (!wire::Read(b->data, len, &h)) {
     // Too short to name its connection: nobody's message to break.
-    FAB_LOG(FERRY_LOG_WARN, "dropping a %zu-byte MSG frame: shorter than its fixed part",
-            len);
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping a %zu-byte MSG frame: shorter than its fixed part",
+                     len);
     return false;
   }
   Conn* c = conns_.Find(h.head.dst);
@@ -166,7 +166,7 @@ bool Context::OnMsg(RxBuf* b, size_t len) {
   const uint32_t seq = h.head.aux;
   const int32_t ahead = static_cast<int32_t>(seq - c->expected_seq);
   if (ahead < 0 || (ahead > 0 && c->early.count(seq) != 0)) {
-    FAB_LOG(FERRY_LOG_WARN, "dropping a duplicate message (seq %u)", seq);
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping a duplicate message (seq %u)", seq);
     return false;
   }
   RxMsg* m = NewRxMsg();

@@ -1,7 +1,8 @@
 #include "registration.h"
 
 #include "fi_error.h"
-#include "log.h"
+
+#include "ferry_plugin/log.h"
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -108,8 +109,8 @@ void Registrar::Release(fid_mr* mr) {
   if (mr == nullptr) return;
   int rc = fi_close(&mr->fid);
   if (rc != 0) {
-    FAB_LOG(FERRY_LOG_WARN, "releasing a registration: %s",
-            FiText("fi_close(mr)", rc, provider_).c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "releasing a registration: %s",
+                     FiText("fi_close(mr)", rc, provider_).c_str());
   }
 }
 

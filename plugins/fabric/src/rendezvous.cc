@@ -21,7 +21,6 @@
 #include "context.h"
 
 #include "fi_error.h"
-#include "log.h"
 
 #include <rdma/fi_rma.h>
 #include <rdma/fi_errno.h>

@@ -10,7 +10,6 @@
 #include "context.h"
 
 #include "fi_error.h"
-#include "log.h"
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -246,8 +245,9 @@ bool Context::TrySendEagerNow(Conn* c, const ferry_send_args_t& a,
 // there and, if it has one, a registration of this plugin. For anything
 // else, valid or not, it returns false with nothing sent and nothing
 // changed, and the general path answers (with ValidateSend's error when
-// there is one). Skipping ValidateSend's separate pass is ~80 of the ~1 300
-// instructions per message this plugin runs on a 64-byte ping-pong.
+// there is one). A small message is thereby checked once, in the pass that
+// encodes it, rather than in a separate ValidateSend pass first: a visible
+// share of the little work a 64-byte message costs this plugin.
 bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
   const Conn::SmallSends& small = c->small;
   if (!c->Open() || c->peer_closed || !c->txq.empty() || small.frame == 0) return false;

@@ -6,7 +6,6 @@
 #include "context.h"
 
 #include "fi_error.h"
-#include "log.h"
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>

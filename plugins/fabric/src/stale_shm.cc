@@ -1,7 +1,8 @@
 // See stale_shm.h.
 #include "stale_shm.h"
 
-#include "log.h"
+#include "ferry_plugin/log.h"
+
 
 #include <dirent.h>
 #include <signal.h>
@@ -104,10 +105,10 @@ void RemoveStaleShmRegions() {
   const auto alive = [](pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; };
   for (const std::string& name :
        RemoveStaleRegions("/dev/shm", getpid(), geteuid(), started, alive)) {
-    FAB_LOG(FERRY_LOG_INFO,
-            "removed /dev/shm/%s: a shared-memory region of libfabric's shm "
-            "provider whose process died without closing it",
-            name.c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_INFO,
+                     "removed /dev/shm/%s: a shared-memory region of libfabric's shm "
+                     "provider whose process died without closing it",
+                     name.c_str());
   }
 }
 

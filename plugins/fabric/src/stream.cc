@@ -16,7 +16,6 @@
 // no wanted segment) answers with an empty CTS.
 #include "context.h"
 
-#include "log.h"
 
 #include <algorithm>
 #include <cstring>

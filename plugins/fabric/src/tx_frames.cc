@@ -9,7 +9,8 @@
 #include "context.h"
 
 #include "fi_error.h"
-#include "log.h"
+
+#include "ferry_plugin/log.h"
 
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -158,7 +159,7 @@ void Context::OnSendError(TxBuf* b, const fi_cq_err_entry& err) {
 
 void Context::HandleTxFailure(uint64_t conn_id, uint8_t frame_type,
                               ferry_status_t status, const std::string& text) {
-  FAB_LOG(FERRY_LOG_DEBUG, "%s", text.c_str());
+  FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "%s", text.c_str());
   Conn* c = conns_.Find(conn_id);
   if (c == nullptr) return;
   if (c->state == Conn::State::kConnecting && !c->close_called) {

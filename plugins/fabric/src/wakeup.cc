@@ -1,6 +1,7 @@
 #include "wakeup.h"
 
-#include "log.h"
+#include "ferry_plugin/log.h"
+
 
 #include <rdma/fi_errno.h>
 
@@ -75,7 +76,7 @@ void Wakeup::Settle(bool has_work, fid_fabric* fabric, fid_cq* cq) {
     // call before the CQ fd may be trusted. Anything else: stay awake too;
     // a spurious wakeup costs one progress() call, a missed one a hang.
     if (rc != -FI_EAGAIN) {
-      FAB_LOG(FERRY_LOG_DEBUG, "fi_trywait: %s (%d)", fi_strerror(-rc), rc);
+      FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "fi_trywait: %s (%d)", fi_strerror(-rc), rc);
     }
     Signal();
   }

@@ -1,8 +1,8 @@
 #include "config.h"
 
-#include "log.h"
 #include "shm_layout.h"
 
+#include "ferry_plugin/host.h"
 #include "ferry_plugin/params.h"
 
 #include <sys/stat.h>
@@ -53,7 +53,7 @@ Status GetSize(const char* key, uint64_t lo, uint64_t hi, uint64_t* inout) {
 Status GetBool(const char* key, bool* inout) {
   std::string v;
   if (!GetParam(key, &v)) return Status();
-  int64_t n = ferry_host_param_int(HostServices(), kPlugin, key, -1);
+  int64_t n = ferry_host_param_int(ferry_plugin::HostServices(), kPlugin, key, -1);
   if (n != 0 && n != 1) return BadValue(key, v, "0 or 1");
   *inout = n == 1;
   return Status();

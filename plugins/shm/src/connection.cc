@@ -3,9 +3,10 @@
 
 #include "config.h"
 #include "context.h"
-#include "log.h"
 #include "setup_socket.h"
 #include "shared_atomic.h"
+
+#include "ferry_plugin/log.h"
 
 #include <unistd.h>
 
@@ -83,8 +84,9 @@ void Conn::OnSocketEvent(EventSink* sink) {
   char buf[64];
   ssize_t n = recv(sock_, buf, sizeof buf, MSG_DONTWAIT);
   if (n > 0) {
-    SHM_LOG(FERRY_LOG_WARN, "shm: ignoring %zd unexpected bytes on the set-up socket of %s",
-            n, path_.c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                     "shm: ignoring %zd unexpected bytes on the set-up socket of %s", n,
+                     path_.c_str());
     return;
   }
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -111,7 +113,7 @@ void Conn::Break(EventSink* sink, const Status& why) {
   if (!broken_.ok() && broken_.code != FERRY_PEER_GONE) return;
   const bool was_gone = peer_gone_;
   broken_ = why;
-  SHM_LOG(FERRY_LOG_ERROR, "%s", why.message.c_str());
+  FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "%s", why.message.c_str());
   // Closing the socket tells the peer at once.
   CloseSocket();
   if (!was_gone) FailSends(sink, why.code, why.message);

@@ -2,9 +2,9 @@
 // to receive), two doorbells, and the set-up socket that also reports the
 // peer's death.
 //
-// Life: set-up (connect, HELLO/READY over the socket: conn_setup.cc) ->
-// established (send: conn_tx.cc, receive: conn_rx.cc) -> maybe broken (the
-// peer went away, or its ring is corrupt) -> closed by the host (conn.cc).
+// Life: set-up (connect, HELLO/READY over the socket: connection_setup.cc) ->
+// established (send: send.cc, receive: receive.cc) -> maybe broken (the
+// peer went away, or its ring is corrupt) -> closed by the host (connection.cc).
 //
 // Threading: the host may call Send/Place/Discard/Close/SetUserData from any
 // thread while one thread runs progress() (FERRY_CAP_THREAD_SAFE). A mutex
@@ -117,7 +117,7 @@ class Conn {
   Conn(Context* ctx, bool outbound, const std::string& path);
   const Config& config() const;
 
-  // conn_setup.cc
+  // connection_setup.cc
   void BeginConnect(void* user_data);
   void StepSetup(EventSink* sink);
   Status SetupOnce(bool* finished);
@@ -126,7 +126,7 @@ class Conn {
   void Established(EventSink* sink);
   void FailSetup(EventSink* sink, const Status& why);
 
-  // conn_tx.cc
+  // send.cc
   bool WriteInlineMessage(const ferry_send_args_t* a, uint64_t inline_padded);
   bool PumpTx(Status* st);
   bool WriteMessage(SendOp* op, Status* st);
@@ -138,7 +138,7 @@ class Conn {
   void FailSends(EventSink* sink, ferry_status_t code, const std::string& why);
   bool TxHasWork();
 
-  // conn_rx.cc
+  // receive.cc
   bool StepRx(EventSink* sink, Status* st);
   bool ParseMessage(const RecordView& v, Status* st);
   void EmitArrival(EventSink* sink);
@@ -148,7 +148,7 @@ class Conn {
   void StopArrivals(EventSink* sink);
   bool RxHasWork();
 
-  // conn.cc
+  // connection.cc
   void OnPeerGone(EventSink* sink, const std::string& why);
   void Break(EventSink* sink, const Status& why);
   void Finalize(EventSink* sink);
@@ -204,7 +204,7 @@ class Conn {
   bool peer_gone_ = false;      // EOF: receive what is complete, then stop
   bool arrivals_stopped_ = false;  // CONN_BROKEN emitted, no more arrivals
 
-  // --- sending (conn_tx.cc) -----------------------------------------------
+  // --- sending (send.cc) -----------------------------------------------
   // The fast path: a message whose segments all go inline, posted while
   // nothing else is queued, is written into the ring inside send() and
   // needs no SendOp; only its user data waits here for SEND_DONE. Each of
@@ -219,7 +219,7 @@ class Conn {
   uint64_t msgs_acked_ = 0;     // the peer's msgs_done, as last read
   Status tx_error_;             // a corrupt ring found inside send()
 
-  // --- receiving (conn_rx.cc) ---------------------------------------------
+  // --- receiving (receive.cc) ---------------------------------------------
   Rx rx_ = Rx::kIdle;
   RecordView held_;             // the message record an arrival points into
   uint64_t next_msg_id_ = 1;

@@ -7,8 +7,9 @@
 #include "connection.h"
 #include "context.h"
 #include "handshake.h"
-#include "log.h"
 #include "setup_socket.h"
+
+#include "ferry_plugin/log.h"
 
 #include <sys/random.h>
 #include <unistd.h>
@@ -178,10 +179,10 @@ Status Conn::OnHello(const void* buf, size_t len, const int* fds, int nfds) {
   if (config().cma) {
     readable = CmaProbe(peer_.pid, hello.probe_address, hello.probe_value, &cma_note_);
     if (!readable) {
-      SHM_LOG(FERRY_LOG_INFO,
-              "shm: cross-memory attach to pid %d is not possible (%s): large "
-              "segments from it are copied through the ring",
-              static_cast<int>(peer_.pid), cma_note_.c_str());
+      FERRY_PLUGIN_LOG(FERRY_LOG_INFO,
+                       "shm: cross-memory attach to pid %d is not possible (%s): large "
+                       "segments from it are copied through the ring",
+                       static_cast<int>(peer_.pid), cma_note_.c_str());
     }
   }
   HandshakeMsg ready = MakeReady(readable);
@@ -204,9 +205,9 @@ void Conn::Established(EventSink* sink) {
     state_ = State::kFailed;
     return;
   }
-  SHM_LOG(FERRY_LOG_DEBUG, "shm: %s %s (peer pid %d, large segments by %s)",
-          outbound_ ? "connected to" : "accepted on", path_.c_str(),
-          static_cast<int>(peer_.pid), cma_send_ ? "CMA" : "ring copy");
+  FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "shm: %s %s (peer pid %d, large segments by %s)",
+                   outbound_ ? "connected to" : "accepted on", path_.c_str(),
+                   static_cast<int>(peer_.pid), cma_send_ ? "CMA" : "ring copy");
   reported_ = true;
   if (outbound_) {
     Emit(sink, FERRY_EV_CONNECTED, FERRY_OK, connect_user_data_);
@@ -227,9 +228,9 @@ void Conn::FailSetup(EventSink* sink, const Status& why) {
     Emit(sink, FERRY_EV_CONNECTED, why.code, connect_user_data_, why.message);
     FailSends(sink, why.code, why.message);
   } else {
-    SHM_LOG(why.code == FERRY_PERMISSION_DENIED ? FERRY_LOG_WARN : FERRY_LOG_INFO,
-            "shm: dropped an incoming connection on %s: %s", path_.c_str(),
-            why.message.c_str());
+    FERRY_PLUGIN_LOG(why.code == FERRY_PERMISSION_DENIED ? FERRY_LOG_WARN : FERRY_LOG_INFO,
+                     "shm: dropped an incoming connection on %s: %s", path_.c_str(),
+                     why.message.c_str());
   }
 }
 

@@ -2,8 +2,9 @@
 
 #include "clock.h"
 #include "connection.h"
-#include "log.h"
 #include "setup_socket.h"
+
+#include "ferry_plugin/log.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -95,7 +96,7 @@ void Context::Register(int fd, Pollable* p) {
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.ptr = p;
   if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    SHM_LOG(FERRY_LOG_ERROR, "shm: epoll_ctl(ADD, %d): %s", fd, std::strerror(errno));
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "shm: epoll_ctl(ADD, %d): %s", fd, std::strerror(errno));
   }
 }
 
@@ -170,9 +171,10 @@ Status Context::Progress(ferry_progress_args_t* args) {
   // Sockets (new connections, a peer's EOF) are checked on every call only
   // while something is being set up or the context is armed; otherwise at
   // most every kIoPollNs, so the epoll_wait syscall stays off the busy path.
-  // The clock is read every 32nd call: on this project's KVM machine a
-  // clock_gettime costs ~30 ns (4% of a busy host's CPU when it was read
-  // every 8th call), and 32 calls of a spinning host take microseconds. A host
+  // The clock is read every 32nd call: under virtualisation a clock_gettime
+  // costs tens of nanoseconds, a visible share of a spinning host's CPU if it
+  // were read every few calls, and 32 calls of a spinning host take
+  // microseconds. A host
   // that polls with back-off instead of waiting on the wakeup fd sees
   // sockets up to 32 of its polls late.
   bool io_due = armed || setups_.load(std::memory_order_relaxed) > 0;

@@ -5,8 +5,9 @@
 #include "connection.h"
 #include "context.h"
 #include "handshake.h"
-#include "log.h"
 #include "setup_socket.h"
+
+#include "ferry_plugin/log.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -73,8 +74,8 @@ void Context::Accept(Listener* l) {
     int fd = accept4(l->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED) {
-        SHM_LOG(FERRY_LOG_WARN, "shm: accept on %s: %s", l->path.c_str(),
-                std::strerror(errno));
+        FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "shm: accept on %s: %s", l->path.c_str(),
+                         std::strerror(errno));
       }
       if (errno == ECONNABORTED) continue;
       return;
@@ -89,7 +90,7 @@ void Context::Accept(Listener* l) {
                  static_cast<unsigned>(cred.uid), static_cast<unsigned>(geteuid()));
     }
     if (!st.ok()) {
-      SHM_LOG(FERRY_LOG_WARN, "%s", st.message.c_str());
+      FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "%s", st.message.c_str());
       SendRefusal(fd, st);
       close(fd);
       continue;

@@ -14,7 +14,6 @@
 #include "config.h"
 #include "connection.h"
 #include "context.h"
-#include "log.h"
 #include "shared_atomic.h"
 
 #include <cerrno>

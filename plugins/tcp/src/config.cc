@@ -1,6 +1,5 @@
 #include "config.h"
 
-#include "log.h"
 #include "status.h"
 #include "wire.h"
 

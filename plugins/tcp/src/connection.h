@@ -144,7 +144,7 @@ class Conn final : public Pollable {
   // (its errno), for ReadMore() to report as if its own recv() had.
   int deferred_rx_result_ = 0;
   // How many bytes a read asks for beyond what the parser needs (see
-  // kReadAhead in connection_receive.cc).
+  // kReadAhead in receive.cc).
   size_t read_ahead_ = 4096;
   RxBuffer rx_;
   ParsedMessage arrival_;

@@ -4,9 +4,10 @@
 #include "connection.h"
 #include "handles.h"
 #include "listener.h"
-#include "log.h"
 #include "socket_util.h"
 #include "wire.h"
+
+#include "ferry_plugin/log.h"
 
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -40,9 +41,10 @@ constexpr size_t kMaxSpinConns = 8;
 // connects and errors. When every connection is established, read directly
 // and nothing listens, the direct recv()s see everything that matters (data,
 // EOF, resets: recv reports them too; blocked sends are retried on each
-// spin), so epoll_wait only collects the wakeup fd. At 16 it was about one
-// extra syscall per 64-byte round trip (a busy host makes ~20 progress()
-// calls per round trip), each as costly as a recv().
+// spin), so epoll_wait only collects the wakeup fd, and calling it every
+// 16th time would still cost about one extra syscall per 64-byte round trip
+// (a busy host makes ~20 progress() calls per round trip), each as costly
+// as a recv(): then it waits for kEpollEveryEstablished calls.
 constexpr uint32_t kEpollEvery = 16;
 constexpr uint32_t kEpollEveryEstablished = 256;
 
@@ -105,8 +107,8 @@ Status Context::Init(const char* instance) {
   hello.max_message = config_.max_message_size;
   static_assert(sizeof hello_ >= wire::kHelloSize, "hello buffer too small");
   wire::EncodeHello(hello, hello_);
-  TCP_LOG(FERRY_LOG_INFO, "context '%s': %s", instance_.c_str(),
-          description_.c_str());
+  FERRY_PLUGIN_LOG(FERRY_LOG_INFO, "context '%s': %s", instance_.c_str(),
+                   description_.c_str());
   return Status();
 }
 
@@ -188,8 +190,8 @@ void Context::PollSockets(bool events_queued) {
   int n = epoll_wait(epoll_fd_, events, kEpollBatch, 0);
   if (n < 0) {
     if (errno != EINTR) {
-      TCP_LOG(FERRY_LOG_ERROR, "epoll_wait failed: %s",
-              ErrnoText(errno).c_str());
+      FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "epoll_wait failed: %s",
+                       ErrnoText(errno).c_str());
     }
     return;
   }
@@ -254,8 +256,8 @@ void Context::SignalWakeup() {
     uint64_t value;
     if (read(wakeup_fd_, &value, sizeof value) != sizeof value) break;
   }
-  TCP_LOG(FERRY_LOG_ERROR, "cannot signal the wakeup eventfd: %s",
-          ErrnoText(errno).c_str());
+  FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "cannot signal the wakeup eventfd: %s",
+                   ErrnoText(errno).c_str());
 }
 
 void Context::FreeRetired() {
@@ -302,8 +304,8 @@ Status Context::Listen(const char* address, void* user_data, Listener** out) {
   auto listener = std::make_unique<Listener>(
       this, fd, AdvertisedAddress(bound, config_.advertise_host), user_data);
   if (!Register(fd, kListenerEvents, listener.get(), &st)) return st;
-  TCP_LOG(FERRY_LOG_INFO, "listening on %s (bound to %s)",
-          listener->address().c_str(), bound.ToString().c_str());
+  FERRY_PLUGIN_LOG(FERRY_LOG_INFO, "listening on %s (bound to %s)",
+                   listener->address().c_str(), bound.ToString().c_str());
   listeners_.insert(listener.get());
   *out = listener.release();
   return Status();
@@ -357,8 +359,8 @@ void Context::Accept(int fd, void* listener_user_data) {
                                      /*accepted=*/true);
   Status st;
   if (!Register(fd, kConnEvents, conn.get(), &st)) {
-    TCP_LOG(FERRY_LOG_WARN, "dropping an accepted connection: %s",
-            st.message.c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping an accepted connection: %s",
+                     st.message.c_str());
     return;
   }
   Conn* c = conn.release();

@@ -1,8 +1,9 @@
 #include "listener.h"
 
 #include "context.h"
-#include "log.h"
 #include "socket_util.h"
+
+#include "ferry_plugin/log.h"
 
 #include <sys/socket.h>
 
@@ -27,8 +28,8 @@ void Listener::OnEpoll(uint32_t /*events*/) {
     if (err != EAGAIN && err != EWOULDBLOCK) {
       // Out of fds or memory: the connection stays in the backlog and is
       // accepted when the next one arrives (edge-triggered).
-      TCP_LOG(FERRY_LOG_WARN, "accept on %s failed: %s", address_.c_str(),
-              ErrnoText(err).c_str());
+      FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "accept on %s failed: %s", address_.c_str(),
+                       ErrnoText(err).c_str());
     }
     return;
   }

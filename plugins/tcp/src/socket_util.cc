@@ -1,6 +1,7 @@
 #include "socket_util.h"
 
-#include "log.h"
+#include "ferry_plugin/log.h"
+
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -26,8 +27,8 @@ int OpenStreamSocket(int family, Status* err) {
 void ConfigureStreamSocket(int fd, const Config& config) {
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
-    TCP_LOG(FERRY_LOG_WARN, "TCP_NODELAY failed: %s",
-            ErrnoText(errno).c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "TCP_NODELAY failed: %s",
+                     ErrnoText(errno).c_str());
   }
 #ifdef SO_BUSY_POLL
   if (config.busy_poll && config.busy_poll_usec != 0) {
@@ -35,8 +36,8 @@ void ConfigureStreamSocket(int fd, const Config& config) {
     // Needs CAP_NET_ADMIN above net.core.busy_read and only helps NICs with
     // NAPI busy polling: best effort, never an error.
     if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &usec, sizeof usec) != 0) {
-      TCP_LOG(FERRY_LOG_DEBUG, "SO_BUSY_POLL=%d not applied: %s", usec,
-              ErrnoText(errno).c_str());
+      FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "SO_BUSY_POLL=%d not applied: %s", usec,
+                       ErrnoText(errno).c_str());
     }
   }
 #endif
@@ -83,8 +84,8 @@ uint32_t ApplySocketBuffers(int fd, const Config& config,
   int value = static_cast<int>(size);
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof value) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value) != 0) {
-    TCP_LOG(FERRY_LOG_DEBUG, "socket buffers of %u bytes not applied: %s",
-            size, ErrnoText(errno).c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "socket buffers of %u bytes not applied: %s",
+                     size, ErrnoText(errno).c_str());
     return 0;
   }
   return size;

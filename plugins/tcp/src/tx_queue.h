@@ -88,11 +88,11 @@ class TxQueue {
 
  private:
   // Pieces gathered for one sendmsg() of a backlog. A full socket takes
-  // nothing, yet a gather of IOV_MAX pieces made the kernel import them all
+  // nothing, yet a gather of IOV_MAX pieces makes the kernel import them all
   // on every retry (and busy-poll mode retries on every spin): with
-  // thousands of small replies queued, that was most of a busy worker's
-  // time. So after a full socket it gathers a few, and doubles while
-  // everything it gathered goes out.
+  // thousands of small replies queued, that would be most of a busy
+  // worker's time. So after a full socket it gathers a few, and doubles
+  // while everything it gathered goes out.
   static constexpr size_t kMinGather = 16;
   size_t gather_limit_ = ~size_t{0};
 
