@@ -4,6 +4,9 @@
 //    a layout hole at the end, fails here);
 //  - struct_size is the first field of every struct that has one;
 //  - ferry's device codes equal DLPack's.
+// It covers both C interfaces: the plugin ABI (transport.h) and the core's
+// public API (ferry.h).
+#include <ferry/ferry.h>
 #include <ferry/transport.h>
 
 #include <dlpack/dlpack.h>
@@ -39,6 +42,14 @@ FERRY_CHECK_STRUCT(ferry_place_args_t, FERRY_PLACE_ARGS_STRUCT_SIZE);
 FERRY_CHECK_STRUCT(ferry_reg_args_t, FERRY_REG_ARGS_STRUCT_SIZE);
 FERRY_CHECK_STRUCT(ferry_transport_vtable_t, FERRY_TRANSPORT_VTABLE_STRUCT_SIZE);
 FERRY_CHECK_STRUCT(ferry_negotiate_args_t, FERRY_NEGOTIATE_ARGS_STRUCT_SIZE);
+
+FERRY_CHECK_STRUCT(ferry_worker_options_t, FERRY_WORKER_OPTIONS_STRUCT_SIZE);
+FERRY_CHECK_STRUCT(ferry_member_t, FERRY_MEMBER_STRUCT_SIZE);
+FERRY_CHECK_STRUCT(ferry_payload_t, FERRY_PAYLOAD_STRUCT_SIZE);
+FERRY_CHECK_STRUCT(ferry_worker_stats_t, FERRY_WORKER_STATS_STRUCT_SIZE);
+FERRY_CHECK_STRUCT(ferry_inventory_search_t, FERRY_INVENTORY_SEARCH_STRUCT_SIZE);
+FERRY_CHECK_STRUCT(ferry_plugin_info_t, FERRY_PLUGIN_INFO_STRUCT_SIZE);
+FERRY_CHECK_STRUCT(ferry_load_failure_t, FERRY_LOAD_FAILURE_STRUCT_SIZE);
 
 // The same facts at run time, so the test report lists them.
 TEST(AbiLayout, SizeMacrosNameTheLastField) {

@@ -3,6 +3,7 @@
 #include <ferry/ferry.h>
 
 #include "agent/agent.h"
+#include "api/last_error.h"
 #include "common/log.h"
 #include "loader/plugin_loader.h"
 
@@ -12,6 +13,8 @@
 #include <sstream>
 
 using ferry::Agent;
+using ferry::api::Fail;
+using ferry::api::Ok;
 using ferry::Status;
 using ferry::Value;
 using std::chrono::milliseconds;
@@ -35,28 +38,6 @@ struct ferry_message {
 };
 
 namespace {
-
-thread_local std::string last_error;
-
-ferry_status_t Fail(const Status& s) {
-  last_error = s.message();
-  return s.code();
-}
-ferry_status_t Fail(ferry_status_t code, const std::string& message) {
-  last_error = message;
-  return code;
-}
-ferry_status_t Ok() {
-  last_error.clear();
-  return FERRY_OK;
-}
-
-#define FERRY_API_GUARD(...)                                               \
-  try {                                                                     \
-    __VA_ARGS__                                                             \
-  } catch (const std::exception& e) {                                       \
-    return Fail(FERRY_INTERNAL, std::string("internal error: ") + e.what()); \
-  }
 
 std::string EnvOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -117,7 +98,9 @@ uint32_t ferry_api_version(void) {
   return (FERRY_API_VERSION_MAJOR << 16) | FERRY_API_VERSION_MINOR;
 }
 
-const char* ferry_last_error(void) { return last_error.c_str(); }
+const char* ferry_last_error(void) { return ferry::api::last_error.c_str(); }
+
+const char* ferry_status_name(ferry_status_t code) { return ferry::StatusCodeName(code); }
 
 ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_t** out) {
   FERRY_API_GUARD({

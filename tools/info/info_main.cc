@@ -1,15 +1,29 @@
 // ferry-info (`ferry info`): which transport plugins load here, what each
 // offers, whether it can run on this machine and, if not, why; and every
 // load attempt that failed, with its reason.
+// It reads everything through libferry's public plugin inventory (ferry.h),
+// so it sees exactly what an application linking libferry sees.
 #include "info/plugin_report.h"
 
-#include "loader/plugin_loader.h"
+#include <ferry/ferry.h>
 
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace {
+
+// "NOT_FOUND: <message>", the way the core words a failed status.
+std::string StatusText(ferry_status_t code, const std::string& message) {
+  std::string out = ferry_status_name(code);
+  if (out == "UNKNOWN_STATUS") out = "STATUS_" + std::to_string(code);
+  return message.empty() ? out : out + ": " + message;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   bool json = false;
@@ -34,32 +48,37 @@ int main(int argc, char** argv) {
     }
   }
 
-  ferry::PluginLoader loader;
-  std::vector<std::shared_ptr<const ferry::Plugin>> plugins;
+  ferry_inventory_t* raw = nullptr;
+  if (ferry_status_t st = ferry_inventory_create(&raw); st != FERRY_OK) {
+    std::fprintf(stderr, "ferry info: %s\n", StatusText(st, ferry_last_error()).c_str());
+    return 1;
+  }
+  std::unique_ptr<ferry_inventory_t, void (*)(ferry_inventory_t*)> inventory(
+      raw, ferry_inventory_release);
+  std::vector<uint32_t> listed;  // the plugins to report, in order
   int rc = 0;
   if (wanted.empty()) {
-    plugins = loader.LoadAll();
+    ferry_inventory_load_all(inventory.get());
+    for (uint32_t i = 0, n = ferry_inventory_num_plugins(inventory.get()); i < n; ++i) {
+      listed.push_back(i);
+    }
   } else {
     for (const std::string& w : wanted) {
-      auto plugin = loader.Load(w);
-      if (plugin.ok()) {
-        plugins.push_back(plugin.value());
+      uint32_t index = 0;
+      ferry_status_t st = ferry_inventory_load(inventory.get(), w.c_str(), &index);
+      if (st == FERRY_OK) {
+        listed.push_back(index);
       } else {
-        std::fprintf(stderr, "ferry info: %s\n", plugin.status().ToString().c_str());
+        std::fprintf(stderr, "ferry info: %s\n", StatusText(st, ferry_last_error()).c_str());
         rc = 1;
       }
     }
   }
-  std::vector<ferry::info::PluginReport> reports;
-  for (const auto& p : plugins) reports.push_back(ferry::info::Probe(p));
-  std::vector<ferry::LoadRecord> failures;
-  for (const auto& r : loader.records()) {
-    if (!r.loaded) failures.push_back(r);
-  }
+  const ferry::info::Report report = ferry::info::Read(inventory.get(), listed);
   if (json) {
-    std::cout << ferry::info::FormatJson(reports, failures, loader.options()).dump(2) << "\n";
+    std::cout << ferry::info::FormatJson(report).dump(2) << "\n";
   } else {
-    std::cout << ferry::info::FormatText(reports, failures, loader.options());
+    std::cout << ferry::info::FormatText(report);
   }
   return rc;
 }

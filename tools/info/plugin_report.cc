@@ -1,14 +1,14 @@
 #include "info/plugin_report.h"
 
-#include "transport/describe.h"
-#include "transport/transport.h"
-
 #include <sstream>
 #include <string>
-#include <utility>
 
 namespace ferry::info {
 namespace {
+
+std::vector<std::string> Strings(const char* const* items, uint32_t n) {
+  return std::vector<std::string>(items, items + n);
+}
 
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
@@ -25,111 +25,110 @@ std::string Bytes(uint64_t n) {
 
 }  // namespace
 
-PluginReport Probe(std::shared_ptr<const Plugin> plugin) {
-  PluginReport report;
-  report.plugin = plugin;
-  auto transport = Transport::Open(std::move(plugin), 0, "ferry-info");
-  if (!transport.ok()) {
-    report.unusable_reason = transport.status().ToString();
-    return report;
+Report Read(ferry_inventory_t* inventory, const std::vector<uint32_t>& indices) {
+  Report report;
+  report.search.struct_size = FERRY_INVENTORY_SEARCH_STRUCT_SIZE;
+  ferry_inventory_get_search(inventory, &report.search);
+  for (uint32_t i : indices) {
+    ferry_plugin_info_t info{};
+    info.struct_size = FERRY_PLUGIN_INFO_STRUCT_SIZE;
+    if (ferry_inventory_plugin(inventory, i, &info) == FERRY_OK) report.plugins.push_back(info);
   }
-  report.usable = true;
-  report.context = transport.value()->info();
-  report.domain = transport.value()->domain();
-  report.description = transport.value()->description();
-  report.context.domain = nullptr;  // owned by the transport, gone after this
-  report.context.description = nullptr;
+  for (uint32_t i = 0, n = ferry_inventory_num_failures(inventory); i < n; ++i) {
+    ferry_load_failure_t failure{};
+    failure.struct_size = FERRY_LOAD_FAILURE_STRUCT_SIZE;
+    if (ferry_inventory_failure(inventory, i, &failure) == FERRY_OK) {
+      report.failures.push_back(failure);
+    }
+  }
   return report;
 }
 
-std::string FormatText(const std::vector<PluginReport>& plugins,
-                       const std::vector<LoadRecord>& failures,
-                       const LoaderOptions& options) {
+std::string FormatText(const Report& report) {
+  const ferry_inventory_search_t& s = report.search;
   std::ostringstream out;
   out << "ferry transport plugins\n";
   out << "  search path: ";
-  for (size_t i = 0; i < options.search_path.size(); ++i) {
-    out << (i ? ":" : "") << options.search_path[i];
-  }
+  for (uint32_t i = 0; i < s.num_dirs; ++i) out << (i ? ":" : "") << s.dirs[i];
+  const std::string filter = s.filter;
   out << "\n  filter:      "
-      << (options.filter.empty() ? "(none; FERRY_TRANSPORTS unset)" : "FERRY_TRANSPORTS=" + options.filter)
-      << "\n  host ABI:    " << options.abi_major << "." << options.abi_minor_min << " - "
-      << options.abi_major << "." << options.abi_minor_max << "\n\n";
-  if (plugins.empty()) out << "No plugin loaded.\n\n";
-  for (const PluginReport& r : plugins) {
-    const Plugin& p = *r.plugin;
-    out << p.name() << "  (version " << (p.version().empty() ? "?" : p.version()) << ")\n";
-    out << "  file          " << p.path() << "\n";
-    out << "  ABI           " << p.abi_major() << "." << p.abi_minor() << " chosen; plugin supports "
-        << p.abi_major() << "." << p.plugin_minor_min() << " - " << p.abi_major() << "."
-        << p.plugin_minor_max() << "\n";
-    if (!r.usable) {
-      out << "  usable        no: " << r.unusable_reason << "\n\n";
+      << (filter.empty() ? "(none; FERRY_TRANSPORTS unset)" : "FERRY_TRANSPORTS=" + filter)
+      << "\n  host ABI:    " << s.abi_major << "." << s.abi_minor_min << " - " << s.abi_major
+      << "." << s.abi_minor_max << "\n\n";
+  if (report.plugins.empty()) out << "No plugin loaded.\n\n";
+  for (const ferry_plugin_info_t& p : report.plugins) {
+    const std::string version = p.version;
+    out << p.name << "  (version " << (version.empty() ? "?" : version) << ")\n";
+    out << "  file          " << p.path << "\n";
+    out << "  ABI           " << p.abi_major << "." << p.abi_minor << " chosen; plugin supports "
+        << p.abi_major << "." << p.plugin_minor_min << " - " << p.abi_major << "."
+        << p.plugin_minor_max << "\n";
+    if (!p.usable) {
+      out << "  usable        no: " << p.unusable_reason << "\n\n";
       continue;
     }
-    const ferry_context_info_t& c = r.context;
+    const std::string domain = p.domain, description = p.description;
     out << "  usable        yes\n";
-    out << "  capabilities  " << Join(CapabilityNames(c.caps)) << "\n";
-    out << "  memory kinds  " << Join(MemoryKindNames(c.memory_kinds)) << "\n";
-    out << "  limits        message " << Bytes(c.max_message_size) << ", header "
-        << Bytes(c.max_header_size) << ", inline " << Bytes(c.max_inline_size) << ", "
-        << c.max_segments << " segments\n";
-    out << "  domain        " << (r.domain.empty() ? "(any: reachable from every host)" : r.domain) << "\n";
-    out << "  priority      " << c.priority << "\n";
-    if (!r.description.empty()) out << "  description   " << r.description << "\n";
+    out << "  capabilities  " << Join(Strings(p.capability_names, p.num_capability_names)) << "\n";
+    out << "  memory kinds  " << Join(Strings(p.memory_kind_names, p.num_memory_kind_names))
+        << "\n";
+    out << "  limits        message " << Bytes(p.max_message_size) << ", header "
+        << Bytes(p.max_header_size) << ", inline " << Bytes(p.max_inline_size) << ", "
+        << p.max_segments << " segments\n";
+    out << "  domain        " << (domain.empty() ? "(any: reachable from every host)" : domain) << "\n";
+    out << "  priority      " << p.priority << "\n";
+    if (!description.empty()) out << "  description   " << description << "\n";
     out << "\n";
   }
-  if (failures.empty()) {
+  if (report.failures.empty()) {
     out << "No failed load attempts.\n";
   } else {
     out << "Failed load attempts:\n";
-    for (const LoadRecord& f : failures) {
-      out << "  " << f.path << (f.name.empty() ? "" : " (" + f.name + ")") << "\n      "
-          << f.reason << "\n";
+    for (const ferry_load_failure_t& f : report.failures) {
+      const std::string name = f.name;
+      out << "  " << f.path << (name.empty() ? "" : " (" + name + ")") << "\n      " << f.reason
+          << "\n";
     }
   }
   return out.str();
 }
 
-nlohmann::json FormatJson(const std::vector<PluginReport>& plugins,
-                          const std::vector<LoadRecord>& failures,
-                          const LoaderOptions& options) {
+nlohmann::json FormatJson(const Report& report) {
+  const ferry_inventory_search_t& s = report.search;
   nlohmann::json j;
-  j["search_path"] = options.search_path;
-  j["filter"] = options.filter;
-  j["host_abi"] = {{"major", options.abi_major},
-                   {"minor_min", options.abi_minor_min},
-                   {"minor_max", options.abi_minor_max}};
+  j["search_path"] = Strings(s.dirs, s.num_dirs);
+  j["filter"] = s.filter;
+  j["host_abi"] = {{"major", s.abi_major},
+                   {"minor_min", s.abi_minor_min},
+                   {"minor_max", s.abi_minor_max}};
   j["plugins"] = nlohmann::json::array();
-  for (const PluginReport& r : plugins) {
-    const Plugin& p = *r.plugin;
+  for (const ferry_plugin_info_t& p : report.plugins) {
     nlohmann::json e = {
-        {"name", p.name()},
-        {"version", p.version()},
-        {"file", p.path()},
-        {"abi", {{"major", p.abi_major()}, {"minor", p.abi_minor()},
-                 {"plugin_minor_min", p.plugin_minor_min()},
-                 {"plugin_minor_max", p.plugin_minor_max()}}},
-        {"usable", r.usable},
+        {"name", p.name},
+        {"version", p.version},
+        {"file", p.path},
+        {"abi", {{"major", p.abi_major}, {"minor", p.abi_minor},
+                 {"plugin_minor_min", p.plugin_minor_min},
+                 {"plugin_minor_max", p.plugin_minor_max}}},
+        {"usable", p.usable != 0},
     };
-    if (!r.usable) {
-      e["unusable_reason"] = r.unusable_reason;
+    if (!p.usable) {
+      e["unusable_reason"] = p.unusable_reason;
     } else {
-      const ferry_context_info_t& c = r.context;
-      e["capabilities"] = CapabilityNames(c.caps);
-      e["memory_kinds"] = MemoryKindNames(c.memory_kinds);
-      e["max_message_size"] = c.max_message_size;
-      e["max_header_size"] = c.max_header_size;
-      e["max_inline_size"] = c.max_inline_size;
-      e["max_segments"] = c.max_segments;
-      e["domain"] = r.domain;
-      e["priority"] = c.priority;
-      e["description"] = r.description;
+      e["capabilities"] = Strings(p.capability_names, p.num_capability_names);
+      e["memory_kinds"] = Strings(p.memory_kind_names, p.num_memory_kind_names);
+      e["max_message_size"] = p.max_message_size;
+      e["max_header_size"] = p.max_header_size;
+      e["max_inline_size"] = p.max_inline_size;
+      e["max_segments"] = p.max_segments;
+      e["domain"] = p.domain;
+      e["priority"] = p.priority;
+      e["description"] = p.description;
     }
     j["plugins"].push_back(e);
   }
   j["failed"] = nlohmann::json::array();
-  for (const LoadRecord& f : failures) {
+  for (const ferry_load_failure_t& f : report.failures) {
     j["failed"].push_back({{"path", f.path}, {"name", f.name}, {"reason", f.reason}});
   }
   return j;

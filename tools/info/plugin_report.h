@@ -1,34 +1,29 @@
-// What `ferry info` knows about one plugin: the loader's facts plus, when a
-// context could be opened, what the context says about itself.
+// What `ferry info` reports, read through libferry's plugin inventory
+// (ferry.h), and its two renderings: text for people, JSON for programs.
 #pragma once
 
-#include "loader/plugin_loader.h"
+#include <ferry/ferry.h>
 
 #include <nlohmann/json.hpp>
 
-#include <memory>
 #include <string>
 #include <vector>
 
 namespace ferry::info {
 
-struct PluginReport {
-  std::shared_ptr<const Plugin> plugin;
-  bool usable = false;
-  std::string unusable_reason;  // init's message when not usable
-  ferry_context_info_t context{};
-  std::string domain, description;
+// A snapshot of an inventory: every string in it is borrowed from the
+// inventory, which must outlive the report.
+struct Report {
+  ferry_inventory_search_t search{};
+  std::vector<ferry_plugin_info_t> plugins;
+  std::vector<ferry_load_failure_t> failures;
 };
 
-// Opens (and closes) one context of `plugin` to learn whether it can run
-// here and what it offers.
-PluginReport Probe(std::shared_ptr<const Plugin> plugin);
+// Reads the plugins at `indices` (in that order; querying a plugin opens and
+// closes one context of it) and every failed load.
+Report Read(ferry_inventory_t* inventory, const std::vector<uint32_t>& indices);
 
-std::string FormatText(const std::vector<PluginReport>& plugins,
-                       const std::vector<LoadRecord>& failures,
-                       const LoaderOptions& options);
-nlohmann::json FormatJson(const std::vector<PluginReport>& plugins,
-                          const std::vector<LoadRecord>& failures,
-                          const LoaderOptions& options);
+std::string FormatText(const Report& report);
+nlohmann::json FormatJson(const Report& report);
 
 }  // namespace ferry::info

@@ -6,7 +6,7 @@
  * at the end; a caller sets struct_size to the size it was compiled with.
  * C99; every function is thread-safe unless it says otherwise.
  *
- * Errors: functions return a ferry_status_t (codes from ferry/transport.h:
+ * Errors: functions return a ferry_status_t (codes from ferry/common.h:
  * FERRY_OK, FERRY_NOT_FOUND, FERRY_DEADLINE_EXCEEDED, FERRY_PEER_GONE, ...).
  * On failure, ferry_last_error() returns a message for the calling thread
  * that says what happened and what to do; it stays valid until the thread's
@@ -24,7 +24,7 @@
 #ifndef FERRY_FERRY_H_
 #define FERRY_FERRY_H_
 
-#include <ferry/transport.h>
+#include <ferry/common.h>
 #include <dlpack/dlpack.h>
 
 #include <stdint.h>
@@ -50,6 +50,9 @@ typedef struct ferry_call ferry_call_t;       /* an incoming call; answered
 /* The calling thread's last error message ("" when none). Borrowed: valid
  * until this thread's next ferry call. */
 const char* ferry_last_error(void);
+/* A status code's name without the prefix ("NOT_FOUND" for FERRY_NOT_FOUND),
+ * "UNKNOWN_STATUS" for a code this library does not know. Static. */
+const char* ferry_status_name(ferry_status_t code);
 
 /* ------------------------------------------------------------------------ */
 /* Workers and membership                                                    */
@@ -279,6 +282,131 @@ typedef struct ferry_worker_stats {
 #define FERRY_WORKER_STATS_STRUCT_SIZE \
   FERRY_STRUCT_SIZE(ferry_worker_stats_t, refused_connections)
 ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* out);
+
+/* ------------------------------------------------------------------------ */
+/* Plugin inventory (what `ferry info` shows)                                */
+/* ------------------------------------------------------------------------ */
+
+/* Which transport plugins this process finds, what each offers, whether it
+ * can run here and, if not, why; every load attempt that failed; and where
+ * it looked. It loads plugins with the loader and settings a worker uses
+ * (FERRY_PLUGIN_PATH, FERRY_TRANSPORTS, the directories beside libferry),
+ * so it answers "what would a worker started here see".
+ *
+ * Typed structs rather than one JSON string: a C caller reads fields
+ * without a parser, each field says what it means and how long it lives,
+ * and the structs grow by struct_size like the rest of this API. Every
+ * string and array an inventory hands out is borrowed from it: valid until
+ * ferry_inventory_release. The bit sets (features, caps, memory_kinds) hold
+ * the FERRY_FEATURE_*, FERRY_CAP_* and FERRY_MEM_* bits of ferry/transport.h;
+ * their names come beside them, so a caller need not include that header.
+ * A struct filled here follows the struct_size rule: the caller sets
+ * struct_size to the size it was compiled with (FERRY_*_STRUCT_SIZE); ferry
+ * writes only the fields inside it and sets struct_size to the smaller of
+ * both sizes (FERRY_INVALID_ARGUMENT when it is too small to hold even the
+ * first fields). An index past the end is FERRY_OUT_OF_RANGE. */
+typedef struct ferry_inventory ferry_inventory_t; /* owned:
+                                                     ferry_inventory_release */
+
+/* An inventory with nothing loaded yet; the search settings are read from
+ * the environment now. */
+ferry_status_t ferry_inventory_create(ferry_inventory_t** out /* owned */);
+/* Loads one plugin by name ("tcp") or by path ("./libferry-foo.so") and
+ * sets *index (may be NULL) to its place in the inventory; a file loaded
+ * again keeps its first place. On failure no plugin is added, the failed
+ * loads may grow (when a file was tried), and ferry_last_error() says why
+ * and what to do: FERRY_NOT_FOUND names the paths tried and the closest
+ * plugin name. */
+ferry_status_t ferry_inventory_load(ferry_inventory_t* inv,
+                                    const char* name_or_path /* borrowed */,
+                                    uint32_t* index /* out */);
+/* Loads every plugin on the search path that FERRY_TRANSPORTS admits (the
+ * first file of each name wins, like PATH). A plugin that fails to load is a
+ * failed load, not a failure of this call. */
+ferry_status_t ferry_inventory_load_all(ferry_inventory_t* inv);
+void ferry_inventory_release(ferry_inventory_t* inv);
+
+/* Where the inventory looks for plugins. */
+typedef struct ferry_inventory_search {
+  uint32_t struct_size;       /* FERRY_INVENTORY_SEARCH_STRUCT_SIZE */
+  uint32_t num_dirs;
+  const char* const* dirs;    /* num_dirs directories, searched in order */
+  const char* filter;         /* FERRY_TRANSPORTS ("" when unset) */
+  /* The transport ABI window the host offers a plugin. */
+  uint32_t abi_major;
+  uint32_t abi_minor_min;
+  uint32_t abi_minor_max;
+  uint32_t reserved;
+} ferry_inventory_search_t;
+#define FERRY_INVENTORY_SEARCH_STRUCT_SIZE \
+  FERRY_STRUCT_SIZE(ferry_inventory_search_t, reserved)
+
+ferry_status_t ferry_inventory_get_search(const ferry_inventory_t* inv,
+                                          ferry_inventory_search_t* out);
+
+/* One loaded plugin. */
+typedef struct ferry_plugin_info {
+  uint32_t struct_size;       /* FERRY_PLUGIN_INFO_STRUCT_SIZE */
+  int32_t usable;             /* 1: a context opens here; 0: see
+                                 unusable_reason */
+  const char* name;           /* "tcp" */
+  const char* version;        /* the plugin's own version ("" if none) */
+  const char* path;           /* the file loaded */
+  /* Transport ABI: the major, the minor negotiated, and the window of
+   * minors the plugin supports. */
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint32_t plugin_minor_min;
+  uint32_t plugin_minor_max;
+  uint64_t features;          /* FERRY_FEATURE_* bits */
+  const char* unusable_reason; /* why no context opens here ("" if usable):
+                                  "UNAVAILABLE: ..." */
+  /* The rest is what a context said about itself; 0, "" or empty when the
+   * plugin is not usable. */
+  uint64_t caps;              /* FERRY_CAP_* bits */
+  uint64_t memory_kinds;      /* FERRY_MEM_* bits */
+  /* The names of the bits set in caps ("wakeup_fd", "ordered", ...) and in
+   * memory_kinds ("host", "cuda", ...); a bit this library has no name for
+   * reads "bit<N>". */
+  const char* const* capability_names;
+  const char* const* memory_kind_names;
+  uint32_t num_capability_names;
+  uint32_t num_memory_kind_names;
+  uint64_t max_message_size;  /* header + all segments, bytes */
+  uint64_t max_inline_size;   /* segments up to this size may arrive inline */
+  uint32_t max_header_size;
+  uint32_t max_segments;      /* segments per message */
+  int32_t priority;           /* routing preference: higher wins */
+  uint32_t reserved;
+  /* Who the context can reach; "" means every host (as for tcp). */
+  const char* domain;
+  const char* description;    /* one line: provider, mode, limits */
+} ferry_plugin_info_t;
+#define FERRY_PLUGIN_INFO_STRUCT_SIZE \
+  FERRY_STRUCT_SIZE(ferry_plugin_info_t, description)
+
+/* The loaded plugins, in the order they were loaded. The first query of a
+ * plugin opens one context of it (and closes it again) to learn whether it
+ * can run here and what it offers; later queries repeat that answer. */
+uint32_t ferry_inventory_num_plugins(const ferry_inventory_t* inv);
+ferry_status_t ferry_inventory_plugin(ferry_inventory_t* inv, uint32_t i,
+                                      ferry_plugin_info_t* out);
+
+/* One load attempt that failed. */
+typedef struct ferry_load_failure {
+  uint32_t struct_size;       /* FERRY_LOAD_FAILURE_STRUCT_SIZE */
+  uint32_t reserved;
+  const char* path;           /* the file tried */
+  const char* name;           /* the plugin's name, "" if it never said */
+  const char* reason;         /* what went wrong and what to do */
+} ferry_load_failure_t;
+#define FERRY_LOAD_FAILURE_STRUCT_SIZE \
+  FERRY_STRUCT_SIZE(ferry_load_failure_t, reason)
+
+/* The failed load attempts, in the order they were made. */
+uint32_t ferry_inventory_num_failures(const ferry_inventory_t* inv);
+ferry_status_t ferry_inventory_failure(const ferry_inventory_t* inv,
+                                       uint32_t i, ferry_load_failure_t* out);
 
 #ifdef __cplusplus
 }

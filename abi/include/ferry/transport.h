@@ -8,9 +8,11 @@
  * with the minor it chose, its name, version string, feature bits and a
  * static vtable. Everything else goes through that vtable.
  *
- * This header is plain C99 and self-contained: a plugin author needs nothing
- * else. It is designed for every transport of the product: TCP, shared
- * memory, libfabric RDM with RMA, and CUDA IPC.
+ * This header is plain C99 and the only one a plugin author includes. What
+ * it shares with the core's public API (ferry/ferry.h) lives in
+ * ferry/common.h, which it includes: the struct-size macros, status codes,
+ * devices and log levels. It is designed for every transport
+ * of the product: TCP, shared memory, libfabric RDM with RMA, and CUDA IPC.
  *
  * Rules (docs/abi.md states them in full, with the compatibility policy):
  *  - Every struct that crosses the boundary starts with `struct_size`, set by
@@ -38,6 +40,8 @@
 #ifndef FERRY_TRANSPORT_H_
 #define FERRY_TRANSPORT_H_
 
+#include <ferry/common.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,66 +64,9 @@ extern "C" {
 /* The one symbol a plugin exports. */
 #define FERRY_TRANSPORT_ENTRY_SYMBOL "ferry_transport_negotiate"
 
-/* Size of a struct up to and including one field: the "size macros". A
- * struct's FERRY_*_STRUCT_SIZE names its last field, so adding a field
- * without updating the macro fails the size test (abi/tests). */
-#define FERRY_STRUCT_SIZE(type, last_field) \
-  (offsetof(type, last_field) + sizeof(((type*)0)->last_field))
-
-/* True when `field` lies inside a struct whose writer set `struct_size`. */
-#define FERRY_FIELD_PRESENT(ptr, type, field) \
-  ((ptr)->struct_size >= FERRY_STRUCT_SIZE(type, field))
-
 /* ------------------------------------------------------------------------ */
-/* Status codes                                                              */
+/* Memory kinds                                                              */
 /* ------------------------------------------------------------------------ */
-
-/* Small integers with the meanings of absl::StatusCode, plus ferry's own
- * codes from 100 on. Every failing status that crosses the ABI comes with a
- * non-empty human-readable message (an event's `message`, or the caller's
- * error buffer). */
-typedef int32_t ferry_status_t;
-
-#define FERRY_OK 0
-#define FERRY_CANCELLED 1            /* the operation was cancelled (close) */
-#define FERRY_UNKNOWN 2
-#define FERRY_INVALID_ARGUMENT 3     /* bad input: nothing was posted */
-#define FERRY_DEADLINE_EXCEEDED 4
-#define FERRY_NOT_FOUND 5
-#define FERRY_ALREADY_EXISTS 6
-#define FERRY_PERMISSION_DENIED 7
-#define FERRY_RESOURCE_EXHAUSTED 8   /* over a limit (message size, memory) */
-#define FERRY_FAILED_PRECONDITION 9  /* wrong state (e.g. already closed) */
-#define FERRY_ABORTED 10
-#define FERRY_OUT_OF_RANGE 11
-#define FERRY_UNIMPLEMENTED 12       /* the plugin does not offer this */
-#define FERRY_INTERNAL 13            /* a plugin bug, or a C++ exception */
-#define FERRY_UNAVAILABLE 14         /* temporarily unable: retry later.
-                                        From a post: back-pressure, call
-                                        progress() and post again. From init:
-                                        this transport cannot run here. */
-#define FERRY_DATA_LOSS 15
-#define FERRY_UNAUTHENTICATED 16
-#define FERRY_PEER_GONE 100          /* the remote side closed or died */
-#define FERRY_INCOMPATIBLE 101       /* no common ABI / wire version */
-
-/* ------------------------------------------------------------------------ */
-/* Devices and memory kinds                                                  */
-/* ------------------------------------------------------------------------ */
-
-/* Where a buffer lives. `type` uses DLPack's DLDeviceType codes (the values
- * below are static-asserted against dlpack.h in ferry's tests), so a DLPack
- * tensor's device converts without a table. `id` is the device ordinal. */
-typedef struct ferry_device {
-  int32_t type;
-  int32_t id;
-} ferry_device_t;
-
-#define FERRY_DEVICE_CPU 1          /* kDLCPU */
-#define FERRY_DEVICE_CUDA 2         /* kDLCUDA */
-#define FERRY_DEVICE_CUDA_HOST 3    /* kDLCUDAHost: pinned host memory */
-#define FERRY_DEVICE_ROCM 10        /* kDLROCM */
-#define FERRY_DEVICE_CUDA_MANAGED 13 /* kDLCUDAManaged */
 
 /* Memory kinds a context can move, as a bit set, for routing: the core sends
  * a message over a transport only if every segment's kind is in its set. */
@@ -141,19 +88,14 @@ typedef struct ferry_mr ferry_mr_t;             /* a memory registration */
 /* Host services                                                             */
 /* ------------------------------------------------------------------------ */
 
-#define FERRY_LOG_ERROR 0
-#define FERRY_LOG_WARN 1
-#define FERRY_LOG_INFO 2
-#define FERRY_LOG_DEBUG 3
-#define FERRY_LOG_TRACE 4
-
 /* Offered by the host at negotiation. The struct and everything it points to
  * stay valid until the process exits (the host never unloads a plugin whose
  * negotiation succeeded, unless the user asked it to). */
 typedef struct ferry_host_services {
   uint32_t struct_size;
-  /* Messages at a level above this are dropped by the host: a plugin may
-   * skip formatting them. Read it at each use; the host may change it. */
+  /* Messages at a level (FERRY_LOG_*) above this are dropped by the host:
+   * a plugin may skip formatting them. Read it at each use; the host may
+   * change it. */
   int32_t log_level;
   void* host_ctx; /* borrowed: pass back to every service below */
   /* Thread-safe. `plugin` and `message` are borrowed for the call. */
