@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -233,6 +234,95 @@ StatusOr<std::shared_ptr<const Plugin>> PluginLoader::Load(
   return Status(FERRY_NOT_FOUND, message);
 }
 
+namespace {
+
+// Why a plugin is refused: the status the caller gets and the reason.
+struct Refusal {
+  ferry_status_t code;
+  std::string why;
+};
+
+// Calls a plugin's negotiation function. A C++ exception escaping it is a
+// refusal (the ABI forbids it), not a crash of the host.
+std::optional<Refusal> CallEntry(ferry_transport_negotiate_fn entry,
+                                 ferry_negotiate_args_t* args, ferry_status_t* rc) {
+  try {
+    *rc = entry(args);
+  } catch (const std::exception& e) {
+    return Refusal{FERRY_INTERNAL, std::string("its negotiation threw a C++ exception (") +
+                                       e.what() + "); plugins must not let exceptions escape"};
+  } catch (...) {
+    return Refusal{FERRY_INTERNAL,
+                   "its negotiation threw a C++ exception; plugins must not let "
+                   "exceptions escape"};
+  }
+  return std::nullopt;
+}
+
+// What is wrong with a plugin's answer to the negotiation, if anything:
+// its own refusal (with the version windows when they do not overlap), no
+// name, a minor outside the offer, no usable vtable, missing entries.
+std::optional<Refusal> CheckAnswer(const LoaderOptions& options,
+                                   const ferry_negotiate_args_t& args, ferry_status_t rc,
+                                   const char* error_text) {
+  const std::string who = args.name == nullptr || args.name[0] == '\0'
+                              ? std::string("plugin")
+                              : "plugin '" + std::string(args.name) + "'";
+  if (rc != FERRY_OK) {
+    std::ostringstream why;
+    why << who << " refused ABI negotiation (" << StatusCodeName(rc) << "): "
+        << (error_text[0] ? error_text : "no message given");
+    if (rc == FERRY_INCOMPATIBLE) {
+      why << ". The host offers " << options.abi_major << "."
+          << options.abi_minor_min << "-" << options.abi_major << "."
+          << options.abi_minor_max << "; the plugin supports "
+          << args.plugin_abi_major << "." << args.plugin_minor_min << "-"
+          << args.plugin_abi_major << "." << args.plugin_minor_max
+          << ". Rebuild the plugin against this ferry's transport.h, or use a "
+             "ferry whose ABI window includes the plugin's";
+    }
+    return Refusal{rc == FERRY_INCOMPATIBLE ? FERRY_INCOMPATIBLE : FERRY_FAILED_PRECONDITION,
+                   why.str()};
+  }
+  if (args.name == nullptr || args.name[0] == '\0') {
+    return Refusal{FERRY_INVALID_ARGUMENT,
+                   "its negotiation returned no name; fix the plugin to return "
+                   "its name (ferry_plugin_negotiate does)"};
+  }
+  if (args.chosen_minor < options.abi_minor_min ||
+      args.chosen_minor > options.abi_minor_max) {
+    return Refusal{FERRY_INCOMPATIBLE,
+                   who + " chose ABI minor " + std::to_string(args.chosen_minor) +
+                       ", outside the host's offer " +
+                       std::to_string(options.abi_minor_min) + "-" +
+                       std::to_string(options.abi_minor_max) +
+                       "; fix the plugin's negotiation to choose a minor inside "
+                       "the offered range (ferry_plugin_negotiate does)"};
+  }
+  if (args.vtable == nullptr) {
+    return Refusal{FERRY_INVALID_ARGUMENT,
+                   who + " returned a NULL vtable; fix the plugin to return its "
+                         "static ferry_transport_vtable_t on success"};
+  }
+  if (args.vtable->struct_size < sizeof(uint32_t) * 2) {
+    return Refusal{FERRY_INVALID_ARGUMENT,
+                   who + " returned a vtable with struct_size " +
+                       std::to_string(args.vtable->struct_size) +
+                       "; set it to sizeof(ferry_transport_vtable_t)"};
+  }
+  std::vector<std::string> missing = MissingRequiredEntries(args.vtable);
+  if (!missing.empty()) {
+    return Refusal{FERRY_INVALID_ARGUMENT,
+                   who + "'s vtable lacks required entries: " + Join(missing, ", ") +
+                       " (NULL or beyond its struct_size " +
+                       std::to_string(args.vtable->struct_size) +
+                       "); implement them (see ferry/transport.h)"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<const Plugin>> PluginLoader::LoadFile(
     const std::string& path_text) {
   std::error_code fs_ec;
@@ -287,68 +377,13 @@ StatusOr<std::shared_ptr<const Plugin>> PluginLoader::LoadFile(
   args.abi_minor_max = options_.abi_minor_max;
   args.host = HostServices();
   args.err = &err;
-  ferry_status_t rc;
-  try {
-    rc = entry(&args);
-  } catch (const std::exception& e) {
-    return refuse(FERRY_INTERNAL, std::string("its negotiation threw a C++ exception (") +
-                                      e.what() + "); plugins must not let exceptions escape");
-  } catch (...) {
-    return refuse(FERRY_INTERNAL,
-                  "its negotiation threw a C++ exception; plugins must not let "
-                  "exceptions escape");
+  ferry_status_t rc = FERRY_OK;
+  if (auto refused = CallEntry(entry, &args, &rc)) {
+    return refuse(refused->code, refused->why);
   }
   if (args.name != nullptr) record.name = args.name;
-  std::string who = record.name.empty() ? std::string("plugin")
-                                        : "plugin '" + record.name + "'";
-  if (rc != FERRY_OK) {
-    std::ostringstream why;
-    why << who << " refused ABI negotiation (" << StatusCodeName(rc) << "): "
-        << (error_text[0] ? error_text : "no message given");
-    if (rc == FERRY_INCOMPATIBLE) {
-      why << ". The host offers " << options_.abi_major << "."
-          << options_.abi_minor_min << "-" << options_.abi_major << "."
-          << options_.abi_minor_max << "; the plugin supports "
-          << args.plugin_abi_major << "." << args.plugin_minor_min << "-"
-          << args.plugin_abi_major << "." << args.plugin_minor_max
-          << ". Rebuild the plugin against this ferry's transport.h, or use a "
-             "ferry whose ABI window includes the plugin's";
-    }
-    return refuse(rc == FERRY_INCOMPATIBLE ? FERRY_INCOMPATIBLE : FERRY_FAILED_PRECONDITION,
-                  why.str());
-  }
-  if (args.name == nullptr || args.name[0] == '\0') {
-    return refuse(FERRY_INVALID_ARGUMENT,
-                  "its negotiation returned no name; fix the plugin to return "
-                  "its name (ferry_plugin_negotiate does)");
-  }
-  if (args.chosen_minor < options_.abi_minor_min ||
-      args.chosen_minor > options_.abi_minor_max) {
-    return refuse(FERRY_INCOMPATIBLE,
-                  who + " chose ABI minor " + std::to_string(args.chosen_minor) +
-                      ", outside the host's offer " +
-                      std::to_string(options_.abi_minor_min) + "-" +
-                      std::to_string(options_.abi_minor_max) +
-                      "; fix the plugin's negotiation to choose a minor inside "
-                      "the offered range (ferry_plugin_negotiate does)");
-  }
-  if (args.vtable == nullptr) {
-    return refuse(FERRY_INVALID_ARGUMENT,
-                  who + " returned a NULL vtable; fix the plugin to return its "
-                        "static ferry_transport_vtable_t on success");
-  }
-  if (args.vtable->struct_size < sizeof(uint32_t) * 2) {
-    return refuse(FERRY_INVALID_ARGUMENT,
-                  who + " returned a vtable with struct_size " +
-                      std::to_string(args.vtable->struct_size) + "; set it to sizeof(ferry_transport_vtable_t)");
-  }
-  std::vector<std::string> missing = MissingRequiredEntries(args.vtable);
-  if (!missing.empty()) {
-    return refuse(FERRY_INVALID_ARGUMENT,
-                  who + "'s vtable lacks required entries: " + Join(missing, ", ") +
-                      " (NULL or beyond its struct_size " +
-                      std::to_string(args.vtable->struct_size) +
-                      "); implement them (see ferry/transport.h)");
+  if (auto refused = CheckAnswer(options_, args, rc, error_text)) {
+    return refuse(refused->code, refused->why);
   }
 
   plugin->name_ = args.name;
