@@ -1,9 +1,8 @@
 // A worker that leaves gracefully answers the calls it is serving first.
 // Its answers travel on its own connection to the caller; the news that it
 // left travels from the store, on another connection, and can overtake
-// them. The caller used to fail such a call with "left the job" although
-// its reply was on the way (python_test_membership caught it about once in
-// 40 runs). Here chaos holds back every message on the workers' connection
+// them. The caller must not fail such a call with "left the job" while its
+// reply is on the way. Here chaos holds back every message on the workers' connection
 // (in order) while the store's news comes straight over tcp, so the news
 // always wins the race.
 #include "chaos_worker_options.h"

@@ -3,8 +3,8 @@
 // exchange, except at its end: the acceptor sends READY and, at once, any
 // calls it had queued for that peer. Those may overtake READY; the connector
 // must take them as the READY they imply, not as traffic before
-// authentication (which it used to refuse, losing both workers' calls until
-// their deadlines).
+// authentication (refusing them would lose both workers' calls until their
+// deadlines).
 #include "chaos_worker_options.h"
 
 #include <ferry/ferry.hpp>
@@ -29,13 +29,12 @@ void ServeEcho(ferry::Worker& w) {
 
 // Both workers call each other, the second call a little after the first,
 // so that it finds the first call's connection at every step of its
-// handshake across the seeds. Two faults used to show here:
-// - the call that followed READY overtook it and was refused as traffic
+// handshake across the seeds. Two faults would show here:
+// - the call that followed READY overtakes it and is refused as traffic
 //   before authentication;
-// - the second worker opened a connection of its own while the first one's
-//   was mid-handshake; both became ready, each worker kept a different one
-//   and closed the other, and each took the other's close for its death.
-// Against the engine before these fixes, 10 runs out of 10 failed.
+// - the second worker opens a connection of its own while the first one's
+//   is mid-handshake; both become ready, each worker keeps a different one
+//   and closes the other, and each takes the other's close for its death.
 TEST(UnorderedTransport, CallsQueuedBehindAHandshakeSurviveReordering) {
   setenv("FERRY_CHAOS_INNER", "tcp", 0);
   setenv("FERRY_CHAOS_DELAY_US_MAX", "3000", 1);
@@ -62,8 +61,8 @@ TEST(UnorderedTransport, CallsQueuedBehindAHandshakeSurviveReordering) {
     };
     // The second call starts up to 6 ms after the first: it then finds the
     // first one's connection anywhere in its handshake (each message is
-    // delayed up to 3 ms), which is where a second connection used to be
-    // opened and both workers to take a different one for the one.
+    // delayed up to 3 ms), which is where a careless engine opens a second
+    // connection and each worker takes a different one for the one.
     const bool a_first = seed % 2 == 0;
     const auto stagger = std::chrono::microseconds(500 * (seed / 2));
     std::thread first = a_first ? std::thread(call, std::ref(a), "b", &from_a, &error_a)

@@ -41,8 +41,8 @@ class Writer {
   void Str(std::string_view s) { Bytes(s.data(), s.size()); }
   void Raw(const void* data, size_t len) {
     // insert(), not resize() + memcpy(): resize value-initialises the new
-    // bytes through an out-of-line call per field (callgrind: about 900
-    // instructions to encode a no-op request, most of them there).
+    // bytes through an out-of-line call per field, which would dominate the
+    // cost of encoding a small request.
     const auto* p = static_cast<const uint8_t*>(data);
     out_->insert(out_->end(), p, p + len);
   }
@@ -54,9 +54,8 @@ class Writer {
 
 // Fixed-width fields gathered on the stack and appended to a Writer in one
 // piece (when it goes out of scope, or at Flush). Appending field by field
-// costs an out-of-line vector insert each, ~50 instructions (callgrind: a
-// no-op request's encoding was 810 instructions for its dozen fields), so
-// the messages on every call's path batch theirs. The bytes are exactly the
+// costs an out-of-line vector insert each (~50 instructions), so the
+// messages on every call's path, a dozen fields each, batch theirs. The bytes are exactly the
 // Writer's; only the number of appends changes.
 class Fields {
  public:
