@@ -1,5 +1,7 @@
 #include "harness/event_pump.h"
 
+#include "testkit/endpoint.h"
+
 #include <gtest/gtest.h>
 #include <poll.h>
 
@@ -11,58 +13,7 @@ namespace {
 
 constexpr size_t kRecentEvents = 16;
 
-// Fields are read only when the plugin's struct_size says they are there;
-// missing fields read as zero (the ABI's rule for readers).
-template <typename T>
-T Field(const ferry_event_t* e, size_t offset, size_t size) {
-  if (e->struct_size < offset + size) return T{};
-  T value;
-  std::memcpy(&value, reinterpret_cast<const char*>(e) + offset, sizeof value);
-  return value;
-}
-#define EVENT_FIELD(e, name) \
-  Field<decltype(ferry_event_t::name)>(e, offsetof(ferry_event_t, name), \
-                                       sizeof(ferry_event_t::name))
-
 }  // namespace
-
-bool Event::AllInline() const {
-  for (const SegmentView& s : segments) {
-    if (s.inline_data == nullptr && s.length > 0) return false;
-  }
-  return true;
-}
-
-const char* EventTypeName(int32_t type) {
-  switch (type) {
-    case FERRY_EV_CONNECTED: return "CONNECTED";
-    case FERRY_EV_ACCEPTED: return "ACCEPTED";
-    case FERRY_EV_SEND_DONE: return "SEND_DONE";
-    case FERRY_EV_ARRIVAL: return "ARRIVAL";
-    case FERRY_EV_PLACE_DONE: return "PLACE_DONE";
-    case FERRY_EV_CONN_BROKEN: return "CONN_BROKEN";
-    case FERRY_EV_CLOSED: return "CLOSED";
-  }
-  return "UNKNOWN_EVENT";
-}
-
-std::string Describe(const Event& e) {
-  std::ostringstream s;
-  s << EventTypeName(e.type) << " conn=" << e.conn;
-  if (e.status != FERRY_OK) {
-    s << " status=" << StatusText(e.status) << " message=\"" << e.message
-      << "\"";
-  }
-  if (e.type == FERRY_EV_ARRIVAL) {
-    s << " msg_id=" << e.msg_id << " header=" << e.header_len << "B segments=[";
-    for (size_t i = 0; i < e.segments.size(); ++i) {
-      s << (i ? "," : "") << e.segments[i].length
-        << (e.segments[i].inline_data ? "i" : "");
-    }
-    s << "]";
-  }
-  return s.str();
-}
 
 void EventPump::Add(Transport* transport) {
   for (Transport* t : transports_) {
@@ -182,26 +133,15 @@ bool EventPump::ParseEvent(Transport* transport, const ferry_event_t* raw,
                   << ", event_stride " << stride << "]";
     return false;
   }
-  out->transport = transport;
-  out->type = raw->type;
-  out->status = raw->status;
-  out->conn = EVENT_FIELD(raw, conn);
-  out->user_data = EVENT_FIELD(raw, user_data);
-  out->conn_user_data = EVENT_FIELD(raw, conn_user_data);
-  const char* message = EVENT_FIELD(raw, message);
-  if (message != nullptr) out->message = message;
-  if (out->type == FERRY_EV_ARRIVAL) {
+  if (raw->type == FERRY_EV_ARRIVAL) {
     if (raw->struct_size < FERRY_EVENT_STRUCT_SIZE) {
       ADD_FAILURE() << "INV-7: ARRIVAL event with struct_size "
                     << raw->struct_size << " lacks the arrival fields";
       return false;
     }
-    out->msg_id = raw->msg_id;
-    out->header = raw->header;
-    out->header_len = raw->header_len;
     const uint32_t n = raw->num_segments;
-    if (out->header_len > 0 && out->header == nullptr) {
-      ADD_FAILURE() << "INV-7: ARRIVAL with header_len " << out->header_len
+    if (raw->header_len > 0 && raw->header == nullptr) {
+      ADD_FAILURE() << "INV-7: ARRIVAL with header_len " << raw->header_len
                     << " but a NULL header";
       return false;
     }
@@ -212,20 +152,10 @@ bool EventPump::ParseEvent(Transport* transport, const ferry_event_t* raw,
                     << " segment_stride=" << raw->segment_stride;
       return false;
     }
-    for (uint32_t i = 0; i < n; ++i) {
-      const ferry_arrival_segment_t* s = FERRY_ELEMENT_AT(
-          const ferry_arrival_segment_t, raw->segments, raw->segment_stride, i);
-      SegmentView v;
-      v.length = s->length;
-      if (FERRY_FIELD_PRESENT(s, ferry_arrival_segment_t, device)) {
-        v.device = s->device;
-      }
-      if (FERRY_FIELD_PRESENT(s, ferry_arrival_segment_t, inline_data)) {
-        v.inline_data = s->inline_data;
-      }
-      out->segments.push_back(v);
-    }
   }
+  // Fields are read only where the plugin's struct_size says they are.
+  static_cast<testkit::EventView&>(*out) = testkit::ReadEvent(*raw);
+  out->transport = transport;
   return true;
 }
 
@@ -410,12 +340,8 @@ bool EventPump::WaitForWork() {
 
 bool EventPump::RunQuietlyUntil(const std::function<bool()>& done,
                                 milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (true) {
-    if (done()) return true;
-    if (Clock::now() >= deadline) return false;
-    if (PollOnce() == 0 && !done()) WaitForWork();
-  }
+  return testkit::PumpUntil([this] { return PollOnce(); }, done, timeout,
+                            [this] { WaitForWork(); });
 }
 
 bool EventPump::RunUntil(const std::function<bool()>& done,

@@ -21,6 +21,7 @@
 
 #include "harness/cookie_tracker.h"
 #include "harness/util.h"
+#include "testkit/event.h"
 #include "transport/transport.h"
 
 #include <deque>
@@ -34,33 +35,17 @@
 
 namespace ferry::conformance {
 
-struct SegmentView {
-  uint64_t length = 0;
-  ferry_device_t device{};
-  const void* inline_data = nullptr;  // borrowed until place()/discard()
-};
+using testkit::EventTypeName;
+using testkit::SegmentView;
 
-// An owned copy of a ferry_event_t (the plugin's message string is only valid
-// until the next progress()). For ARRIVAL the header and inline bytes are
-// still the plugin's, borrowed until the arrival is answered.
-struct Event {
-  int32_t type = 0;
-  ferry_status_t status = FERRY_OK;
+// A ferry_event_t as the plugin wrote it (testkit/event.h: the message is
+// copied; for ARRIVAL the header and inline bytes are still the plugin's,
+// borrowed until the arrival is answered), and the context it came from.
+struct Event : testkit::EventView {
   Transport* transport = nullptr;
-  ferry_conn_t* conn = nullptr;
-  void* user_data = nullptr;
-  void* conn_user_data = nullptr;
-  std::string message;
-  uint64_t msg_id = 0;
-  const void* header = nullptr;
-  uint64_t header_len = 0;
-  std::vector<SegmentView> segments;
-
-  bool AllInline() const;
 };
 
-const char* EventTypeName(int32_t type);
-std::string Describe(const Event& event);
+inline std::string Describe(const Event& event) { return testkit::Describe(event); }
 
 class EventPump {
  public:

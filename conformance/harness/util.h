@@ -1,8 +1,10 @@
-// Small helpers shared by the conformance harness: deterministic byte
+// Small helpers shared by the conformance harness: the testkit's byte
 // patterns (a receiver checks a payload without keeping a copy), canary
 // bytes (to prove a callee "writes only within its own size"), a buffer that
 // faults on the first byte past its end, and fd accounting.
 #pragma once
+
+#include "testkit/pattern.h"
 
 #include <ferry/transport.h>
 
@@ -30,10 +32,8 @@ constexpr milliseconds kCallBound{1000};
 constexpr size_t kKiB = 1024;
 constexpr size_t kMiB = 1024 * 1024;
 
-// Fills `data` with a pseudo-random sequence determined by `seed`.
-void FillPattern(void* data, size_t len, uint64_t seed);
-// Offset of the first byte that differs from FillPattern(seed), or -1.
-int64_t PatternMismatch(const void* data, size_t len, uint64_t seed);
+using testkit::FillPattern;
+using testkit::PatternMismatch;
 
 constexpr unsigned char kCanary = 0xA5;
 void FillCanary(void* p, size_t len);

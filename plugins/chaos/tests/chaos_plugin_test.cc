@@ -6,7 +6,9 @@
 // test sleeps: each pumps progress() until a condition holds or a deadline
 // passes, waiting on the wakeup fds in between.
 #include "loader/host_services.h"
-#include "loader/plugin_loader.h"
+#include "testkit/endpoint.h"
+#include "testkit/event.h"
+#include "testkit/plugin.h"
 #include "transport/transport.h"
 
 #include <ferry/transport.h>
@@ -38,20 +40,16 @@ constexpr uint32_t kMagic = 0xC4A05u;
 const char* const kKeys[] = {"inner",     "seed",      "delay_us_max",    "reorder",
                              "dup_rate",  "drop_rate", "max_inline_size", "priority"};
 
+using ferry::testkit::Endpoint;
+using ferry::testkit::Event;
+
 std::shared_ptr<const ferry::Plugin> Load(const std::string& name) {
-  static std::map<std::string, std::shared_ptr<const ferry::Plugin>> cache;
-  auto it = cache.find(name);
-  if (it != cache.end()) return it->second;
-  ferry::LoaderOptions options;
-  options.search_path = {FERRY_CHAOS_PLUGIN_DIR};
-  ferry::PluginLoader loader(options);
-  auto loaded = loader.Load(name);
+  auto loaded = ferry::testkit::LoadPlugin(FERRY_CHAOS_PLUGIN_DIR, name);
   if (!loaded.ok()) {
     ADD_FAILURE() << "cannot load " << name << " from " << FERRY_CHAOS_PLUGIN_DIR << ": "
                   << loaded.status().ToString();
     return nullptr;
   }
-  cache[name] = loaded.value();
   return loaded.value();
 }
 
@@ -89,94 +87,27 @@ class ChaosTest : public ::testing::Test {
   }
 };
 
-// An owned copy of an event (header and inline bytes copied too).
-struct Ev {
-  int32_t type = 0;
-  ferry_status_t status = FERRY_OK;
-  ferry_conn_t* conn = nullptr;
-  void* user_data = nullptr;
-  std::string message;
-  uint64_t msg_id = 0;
-  std::string header;
-  struct Seg {
-    uint64_t length = 0;
-    bool is_inline = false;
-    std::string bytes;
-  };
-  std::vector<Seg> segs;
-};
-
-class Endpoint {
- public:
-  static std::unique_ptr<Endpoint> Open(const std::string& plugin) {
-    auto p = Load(plugin);
-    if (!p) return nullptr;
-    auto t = ferry::Transport::Open(p, 0, "chaos-test");
-    if (!t.ok()) {
-      ADD_FAILURE() << "cannot open " << plugin << ": " << t.status().ToString();
-      return nullptr;
-    }
-    auto e = std::make_unique<Endpoint>();
-    e->t = std::move(t).value();
-    return e;
+// A context of `plugin` ("chaos" or "tcp"), 32 events per progress().
+std::unique_ptr<Endpoint> Open(const std::string& plugin) {
+  auto p = Load(plugin);
+  if (!p) return nullptr;
+  Endpoint::Options options;
+  options.instance = "chaos-test";
+  options.max_events = 32;
+  options.expect_event_messages = false;
+  auto e = std::make_unique<Endpoint>(p, options);
+  if (!e->ok()) {
+    ADD_FAILURE() << "cannot open " << plugin << ": " << e->status().ToString();
+    return nullptr;
   }
-
-  size_t Poll() {
-    ferry_event_t raw[32];
-    uint32_t n = 0;
-    ferry::Status st = t->Progress(raw, 32, &n);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    for (uint32_t i = 0; i < n; ++i) {
-      const ferry_event_t& r = raw[i];
-      Ev e;
-      e.type = r.type;
-      e.status = r.status;
-      e.conn = r.conn;
-      e.user_data = r.user_data;
-      e.message = r.message != nullptr ? r.message : "";
-      if (r.type == FERRY_EV_ARRIVAL) {
-        e.msg_id = r.msg_id;
-        e.header.assign(static_cast<const char*>(r.header), r.header_len);
-        for (uint32_t s = 0; s < r.num_segments; ++s) {
-          const ferry_arrival_segment_t* seg = FERRY_ELEMENT_AT(
-              const ferry_arrival_segment_t, r.segments, r.segment_stride, s);
-          Ev::Seg copy;
-          copy.length = seg->length;
-          copy.is_inline = seg->inline_data != nullptr;
-          if (copy.is_inline) {
-            copy.bytes.assign(static_cast<const char*>(seg->inline_data), seg->length);
-          }
-          e.segs.push_back(std::move(copy));
-        }
-      }
-      events.push_back(std::move(e));
-    }
-    return n;
-  }
-  int fd() const { return t->info().wakeup_fd; }
-
-  std::unique_ptr<ferry::Transport> t;
-  std::deque<Ev> events;
-};
+  return e;
+}
 
 // Progresses every endpoint until done(); between idle rounds it waits (at
 // most 10 ms) on their wakeup fds. False at the deadline.
 bool Pump(std::initializer_list<Endpoint*> eps, const std::function<bool()>& done,
-          Clock::duration timeout = kDeadline) {
-  const auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    size_t n = 0;
-    for (Endpoint* e : eps) n += e->Poll();
-    if (n == 0 && !done()) {
-      std::vector<pollfd> fds;
-      for (Endpoint* e : eps) {
-        if (e->fd() >= 0) fds.push_back(pollfd{e->fd(), POLLIN, 0});
-      }
-      ::poll(fds.data(), fds.size(), 10);
-    }
-  }
-  return true;
+          std::chrono::milliseconds timeout = kDeadline) {
+  return ferry::testkit::PumpUntil(eps, done, timeout, ferry::testkit::Idle::kWaitOnWakeups);
 }
 
 unsigned char PatternByte(uint32_t index, uint64_t j) {
@@ -211,20 +142,20 @@ struct Options {
 // discard() and place() (and place() for segments that are not inline).
 void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options()) {
   Apply(p);
-  auto recv = Endpoint::Open("chaos");
+  auto recv = Open("chaos");
   ASSERT_NE(recv, nullptr);
-  auto send = Endpoint::Open("tcp");
+  auto send = Open("tcp");
   ASSERT_NE(send, nullptr);
-  out->description = recv->t->description();
+  out->description = recv->t().description();
 
   ferry_listener_t* listener = nullptr;
   int listener_cookie = 0;
-  ASSERT_TRUE(recv->t->Listen("", &listener_cookie, &listener).ok());
-  auto address = recv->t->ListenerAddress(listener);
+  ASSERT_TRUE(recv->t().Listen("", &listener_cookie, &listener).ok());
+  auto address = recv->t().ListenerAddress(listener);
   ASSERT_TRUE(address.ok());
   ferry_conn_t* sconn = nullptr;
   int connect_cookie = 0;
-  ASSERT_TRUE(send->t->Connect(address.value(), &connect_cookie, &sconn).ok());
+  ASSERT_TRUE(send->t().Connect(address.value(), &connect_cookie, &sconn).ok());
 
   ferry_conn_t* rconn = nullptr;
   bool connected = false, sender_closed = false, broken = false, recv_closed = false;
@@ -238,9 +169,9 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
   bool short_tried = false;
 
   auto handle_send = [&] {
-    while (!send->events.empty()) {
-      Ev e = std::move(send->events.front());
-      send->events.pop_front();
+    while (!send->events().empty()) {
+      Event e = std::move(send->events().front());
+      send->events().pop_front();
       if (e.type == FERRY_EV_CONNECTED) {
         EXPECT_EQ(e.status, FERRY_OK) << e.message;
         connected = true;
@@ -254,9 +185,9 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
     }
   };
   auto handle_recv = [&] {
-    while (!recv->events.empty()) {
-      Ev e = std::move(recv->events.front());
-      recv->events.pop_front();
+    while (!recv->events().empty()) {
+      Event e = std::move(recv->events().front());
+      recv->events().pop_front();
       switch (e.type) {
         case FERRY_EV_ACCEPTED:
           EXPECT_EQ(e.user_data, &listener_cookie);
@@ -273,20 +204,20 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
           std::memcpy(&magic, e.header.data() + 4, 4);
           ASSERT_EQ(magic, kMagic);
           ASSERT_LT(index, n);
-          ASSERT_EQ(e.segs.size(), 1u);
-          ASSERT_EQ(e.segs[0].length, SegmentSize(index));
-          const bool is_inline = e.segs[0].is_inline;
+          ASSERT_EQ(e.segments.size(), 1u);
+          ASSERT_EQ(e.segments[0].length, SegmentSize(index));
+          const bool is_inline = e.segments[0].is_inline;
           EXPECT_EQ(is_inline, p.max_inline_size == 0 || SegmentSize(index) <= p.max_inline_size)
               << "message " << index;
           if (is_inline) {
-            for (uint64_t j = 0; j < e.segs[0].length; ++j) {
-              ASSERT_EQ(static_cast<unsigned char>(e.segs[0].bytes[j]), PatternByte(index, j))
+            for (uint64_t j = 0; j < e.segments[0].length; ++j) {
+              ASSERT_EQ(static_cast<unsigned char>(e.segments[0].bytes[j]), PatternByte(index, j))
                   << "message " << index << " byte " << j;
             }
           }
           out->order.push_back(index);
           if (is_inline && out->arrivals % 2 == 0) {
-            ferry::Status st = recv->t->Discard(e.conn, e.msg_id);
+            ferry::Status st = recv->t().Discard(e.conn, e.msg_id);
             EXPECT_TRUE(st.ok()) << st.ToString();
             break;
           }
@@ -297,7 +228,7 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
           dest.struct_size = FERRY_PLACE_DEST_STRUCT_SIZE;
           dest.device = {FERRY_DEVICE_CPU, 0};
           if (!is_inline) {
-            pp->buf.assign(e.segs[0].length, 0xEE);
+            pp->buf.assign(e.segments[0].length, 0xEE);
             dest.data = pp->buf.data();
             dest.capacity = pp->buf.size();
           }
@@ -314,12 +245,12 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
             shorter.capacity = dest.capacity - 1;
             ferry_place_args_t bad = pa;
             bad.dests = &shorter;
-            ferry::Status st = recv->t->Place(e.conn, bad);
+            ferry::Status st = recv->t().Place(e.conn, bad);
             EXPECT_EQ(st.code(), FERRY_INVALID_ARGUMENT) << st.ToString();
             EXPECT_FALSE(st.message().empty());
             EXPECT_EQ(pp->buf[0], 0xEE) << "a refused place() wrote into the buffer";
           }
-          ferry::Status st = recv->t->Place(e.conn, pa);
+          ferry::Status st = recv->t().Place(e.conn, pa);
           EXPECT_TRUE(st.ok()) << st.ToString();
           if (st.ok()) places[pp.get()] = std::move(pp);
           break;
@@ -386,10 +317,10 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
     sa.segment_stride = sizeof seg;
     sa.user_data = &payloads[i];
     while (true) {
-      ferry::Status st = send->t->Send(sconn, sa);
+      ferry::Status st = send->t().Send(sconn, sa);
       if (st.code() == FERRY_UNAVAILABLE) {  // back-pressure: progress, retry
-        recv->Poll();
-        send->Poll();
+        recv->PollOnce();
+        send->PollOnce();
         step();
         continue;
       }
@@ -406,39 +337,39 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
     // From here on the receiver runs only when its fd says so: the arrivals
     // chaos still holds must wake it (timer), and so must its own queued
     // events (PLACE_DONE).
-    ASSERT_GE(recv->fd(), 0);
+    ASSERT_GE(recv->wakeup_fd(), 0);
     const auto deadline = Clock::now() + kDeadline;
     while (out->arrivals < n || !places.empty()) {
       ASSERT_LT(Clock::now(), deadline);
-      pollfd pfd{recv->fd(), POLLIN, 0};
+      pollfd pfd{recv->wakeup_fd(), POLLIN, 0};
       ASSERT_EQ(::poll(&pfd, 1, 5000), 1)
           << "the wakeup fd stayed quiet for 5 s with " << (n - out->arrivals)
           << " arrivals held and " << places.size() << " placements pending";
-      recv->Poll();
+      recv->PollOnce();
       step();
     }
     // Everything returned: the fd goes quiet.
     bool quiet = false;
     for (int i = 0; i < 100 && !quiet; ++i) {
-      recv->Poll();
+      recv->PollOnce();
       step();
-      pollfd pfd{recv->fd(), POLLIN, 0};
+      pollfd pfd{recv->wakeup_fd(), POLLIN, 0};
       quiet = ::poll(&pfd, 1, 0) == 0;
     }
     EXPECT_TRUE(quiet) << "the wakeup fd stays readable with nothing to do";
   }
 
-  send->t->Close(sconn);
+  send->t().Close(sconn);
   ASSERT_TRUE(Pump({recv.get(), send.get()}, [&] {
     step();
     return sender_closed && broken && places.empty();
   })) << "the sender's CLOSED, then every arrival and CONN_BROKEN at the receiver";
-  recv->t->Close(rconn);
+  recv->t().Close(rconn);
   ASSERT_TRUE(Pump({recv.get()}, [&] {
     step();
     return recv_closed;
   })) << "CLOSED at the receiver";
-  recv->t->CloseListener(listener);
+  recv->t().CloseListener(listener);
 }
 
 // The documented decisions (README.md, "Replaying a seed"), computed here
@@ -475,12 +406,12 @@ TEST_F(ChaosTest, ReportsWhatItIs) {
   Params p;
   p.seed = "12345";
   Apply(p);
-  auto chaos = Endpoint::Open("chaos");
+  auto chaos = Open("chaos");
   ASSERT_NE(chaos, nullptr);
-  auto tcp = Endpoint::Open("tcp");
+  auto tcp = Open("tcp");
   ASSERT_NE(tcp, nullptr);
-  const ferry_context_info_t& c = chaos->t->info();
-  const ferry_context_info_t& t = tcp->t->info();
+  const ferry_context_info_t& c = chaos->t().info();
+  const ferry_context_info_t& t = tcp->t().info();
   EXPECT_EQ(c.caps & FERRY_CAP_ORDERED, 0u) << "chaos never claims ORDERED";
   EXPECT_EQ(c.caps & FERRY_CAP_ZERO_COPY_RECV, 0u);
   EXPECT_NE(c.caps & FERRY_CAP_THREAD_SAFE, 0u);
@@ -493,9 +424,9 @@ TEST_F(ChaosTest, ReportsWhatItIs) {
   EXPECT_EQ(c.max_header_size, t.max_header_size);
   EXPECT_EQ(c.max_segments, t.max_segments);
   EXPECT_EQ(c.priority, 0);
-  EXPECT_EQ(chaos->t->domain(), tcp->t->domain());
-  EXPECT_NE(chaos->t->description().find("seed=12345"), std::string::npos)
-      << chaos->t->description();
+  EXPECT_EQ(chaos->t().domain(), tcp->t().domain());
+  EXPECT_NE(chaos->t().description().find("seed=12345"), std::string::npos)
+      << chaos->t().description();
 }
 
 TEST_F(ChaosTest, DelayReordersAndDeliversEachExactlyOnce) {
@@ -618,28 +549,28 @@ TEST_F(ChaosTest, CloseDropsHeldArrivals) {
   p.seed = "13";
   p.delay_us_max = 5 * 1000 * 1000;  // held for up to 5 s
   Apply(p);
-  auto recv = Endpoint::Open("chaos");
+  auto recv = Open("chaos");
   ASSERT_NE(recv, nullptr);
-  auto send = Endpoint::Open("tcp");
+  auto send = Open("tcp");
   ASSERT_NE(send, nullptr);
   ferry_listener_t* listener = nullptr;
-  ASSERT_TRUE(recv->t->Listen("", nullptr, &listener).ok());
-  auto address = recv->t->ListenerAddress(listener);
+  ASSERT_TRUE(recv->t().Listen("", nullptr, &listener).ok());
+  auto address = recv->t().ListenerAddress(listener);
   ASSERT_TRUE(address.ok());
   ferry_conn_t* sconn = nullptr;
-  ASSERT_TRUE(send->t->Connect(address.value(), nullptr, &sconn).ok());
+  ASSERT_TRUE(send->t().Connect(address.value(), nullptr, &sconn).ok());
   ferry_conn_t* rconn = nullptr;
   size_t done = 0;
   std::vector<unsigned char> header(8, 1);
   auto take = [&](Endpoint* e, int32_t type) {
-    for (auto it = e->events.begin(); it != e->events.end(); ++it) {
+    for (auto it = e->events().begin(); it != e->events().end(); ++it) {
       if (it->type == type) {
-        Ev ev = *it;
-        e->events.erase(it);
+        Event ev = *it;
+        e->events().erase(it);
         return ev;
       }
     }
-    return Ev();
+    return Event();
   };
   ASSERT_TRUE(Pump({recv.get(), send.get()}, [&] {
     if (rconn == nullptr) rconn = take(recv.get(), FERRY_EV_ACCEPTED).conn;
@@ -650,29 +581,29 @@ TEST_F(ChaosTest, CloseDropsHeldArrivals) {
     sa.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
     sa.header = header.data();
     sa.header_len = header.size();
-    ASSERT_TRUE(send->t->Send(sconn, sa).ok());
+    ASSERT_TRUE(send->t().Send(sconn, sa).ok());
   }
   ASSERT_TRUE(Pump({recv.get(), send.get()}, [&] {
     while (take(send.get(), FERRY_EV_SEND_DONE).type != 0) ++done;
     return done == 10;
   }));
   // Let chaos take the arrivals from tcp (it then holds them).
-  for (int i = 0; i < 5; ++i) recv->Poll();
-  recv->t->Close(rconn);
-  recv->events.clear();
+  for (int i = 0; i < 5; ++i) recv->PollOnce();
+  recv->t().Close(rconn);
+  recv->events().clear();
   bool closed = false;
   ASSERT_TRUE(Pump({recv.get()}, [&] {
-    for (const Ev& e : recv->events) {
+    for (const Event& e : recv->events()) {
       EXPECT_FALSE(closed) << "an event after CLOSED";
       EXPECT_NE(e.type, FERRY_EV_ARRIVAL) << "an ARRIVAL after close()";
       if (e.type == FERRY_EV_CLOSED) closed = true;
     }
-    recv->events.clear();
+    recv->events().clear();
     return closed;
   }));
-  send->t->Close(sconn);
+  send->t().Close(sconn);
   ASSERT_TRUE(Pump({send.get()}, [&] { return take(send.get(), FERRY_EV_CLOSED).type != 0; }));
-  recv->t->CloseListener(listener);
+  recv->t().CloseListener(listener);
 }
 
 TEST_F(ChaosTest, ClearErrorsForBadSetups) {

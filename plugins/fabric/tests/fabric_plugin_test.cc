@@ -152,7 +152,7 @@ TEST(FabricHmem, CudaMemoryRefusedWhereLibfabricCannotRegisterIt) {
   EXPECT_FALSE(a.Has(FERRY_EV_SEND_DONE, link.client));
   // A host message still goes, and a CUDA destination for it is refused.
   std::vector<uint8_t> data(64 << 10);
-  Fill(data.data(), data.size(), 3);
+  FillPattern(data.data(), data.size(), 3);
   ASSERT_TRUE(SendMessage(&a, link.client, "host", {{data.data(), data.size()}},
                           Cookie(8)).ok());
   ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_ARRIVAL, link.server); }));
@@ -264,8 +264,8 @@ void MoveLargeMessage(Ctx* a, Ctx* b) {
   Link link;
   ASSERT_TRUE(Connect(a, b, &link));
   std::vector<uint8_t> big(64 * kMiB), small(100), got(64 * kMiB);
-  Fill(big.data(), big.size(), 64);
-  Fill(small.data(), small.size(), 7);
+  FillPattern(big.data(), big.size(), 64);
+  FillPattern(small.data(), small.size(), 7);
   ASSERT_TRUE(SendMessage(b, link.client, "hdr-64m",
                           {{small.data(), small.size()}, {big.data(), big.size()}},
                           Cookie(1))
@@ -297,7 +297,7 @@ void MoveLargeMessage(Ctx* a, Ctx* b) {
 
   // And a third message of another size arrives intact.
   std::vector<uint8_t> mid(3 * kMiB + 17), got_mid(3 * kMiB + 17);
-  Fill(mid.data(), mid.size(), 99);
+  FillPattern(mid.data(), mid.size(), 99);
   ASSERT_TRUE(SendMessage(b, link.client, "mid", {{mid.data(), mid.size()}}, Cookie(3)).ok());
   ASSERT_EQ(PlaceNext(a, b, link.server, {{got_mid.data(), got_mid.size()}}), FERRY_OK);
   EXPECT_EQ(std::memcmp(mid.data(), got_mid.data(), mid.size()), 0);
@@ -338,7 +338,7 @@ TEST_P(FabricProvider, RmaSenderAndFallbackReceiverAgreeOnMessages) {
   Link link;
   ASSERT_TRUE(Connect(&without, with_rma, &link));
   std::vector<uint8_t> data(5 * kMiB), got(5 * kMiB);
-  Fill(data.data(), data.size(), 5);
+  FillPattern(data.data(), data.size(), 5);
   ASSERT_TRUE(SendMessage(with_rma, link.client, "h", {{data.data(), data.size()}},
                           Cookie(1)).ok());
   ASSERT_EQ(PlaceNext(&without, with_rma, link.server, {{got.data(), got.size()}}),
@@ -364,7 +364,7 @@ TEST_P(FabricProvider, InlineSegmentInAnEagerFrameAboveSixteenKiBArrives) {
   ASSERT_TRUE(Connect(&a, &b, &link));
   for (uint64_t size : {uint64_t{16384}, uint64_t{16384 - 200}, uint64_t{9000}}) {
     std::vector<uint8_t> data(size), got(size);
-    Fill(data.data(), data.size(), size);
+    FillPattern(data.data(), data.size(), size);
     ASSERT_TRUE(SendMessage(&b, link.client, "h", {{data.data(), data.size()}},
                             Cookie(size)).ok());
     ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); },
@@ -404,7 +404,7 @@ void RegisteredRoundTrips(Ctx* a, Ctx* b) {
   for (uint64_t round = 0; round < 3; ++round) {
     uint8_t* src = pool.data() + round * kMiB + 13;
     uint8_t* dst = dst_pool.data() + (2 - round) * 512 * 1024 + 5;
-    Fill(src, size, 100 + round);
+    FillPattern(src, size, 100 + round);
     std::memset(dst, 0, size);
     ASSERT_TRUE(SendMessage(b, link.client, "reg", {{src, size}}, Cookie(round + 1),
                             {src_mr}).ok());
@@ -417,7 +417,7 @@ void RegisteredRoundTrips(Ctx* a, Ctx* b) {
   // operation instead (the handle cannot cover it).
   uint8_t* edge = pool.data() + pool.size() - kMiB;
   std::vector<uint8_t> outside(3 * kMiB), got(3 * kMiB);
-  Fill(outside.data(), outside.size(), 77);
+  FillPattern(outside.data(), outside.size(), 77);
   ASSERT_TRUE(SendMessage(b, link.client, "edge", {{outside.data(), outside.size()}},
                           Cookie(9), {src_mr}).ok());
   ASSERT_EQ(PlaceNext(a, b, link.server, {{got.data(), got.size()}}, nullptr, {dst_mr}),
@@ -512,7 +512,7 @@ TEST_P(FabricProvider, PeerCloseDeliversWhatWasSentThenBreaks) {
 }
 
 // Only rx_posted of the rx_buffers receive buffers are posted at a time
-// (rx_path.cc). A burst far larger than both, sent before the receiver makes
+// (receive.cc). A burst far larger than both, sent before the receiver makes
 // any progress, waits in the provider and in spilled copies, and arrives
 // whole and in order.
 TEST_P(FabricProvider, ABurstBeyondThePostedReceivesArrivesWholeAndInOrder) {
@@ -527,7 +527,7 @@ TEST_P(FabricProvider, ABurstBeyondThePostedReceivesArrivesWholeAndInOrder) {
   constexpr size_t kBytes = 2000;
   std::vector<std::vector<uint8_t>> bodies(kCount, std::vector<uint8_t>(kBytes));
   for (int i = 0; i < kCount; ++i) {
-    Fill(bodies[i].data(), kBytes, static_cast<uint64_t>(i));
+    FillPattern(bodies[i].data(), kBytes, static_cast<uint64_t>(i));
     ASSERT_TRUE(SendMessage(&b, link.client, "m" + std::to_string(i),
                             {{bodies[i].data(), kBytes}}, Cookie(i + 1))
                     .ok());
@@ -548,7 +548,7 @@ TEST_P(FabricProvider, ABurstBeyondThePostedReceivesArrivesWholeAndInOrder) {
 }
 
 // send() tries a small message on its latency path before anything else
-// (eager.cc: TrySendSmall), which checks only what that path needs. Every
+// (send.cc: TrySendSmall), which checks only what that path needs. Every
 // malformed small send must still get ValidateSend's error, send nothing
 // and queue no SEND_DONE: the next good message is the first to arrive.
 TEST_P(FabricProvider, MalformedSmallSendsAreRefusedAndSendNothing) {
@@ -604,7 +604,7 @@ TEST_P(FabricProvider, MalformedSmallSendsAreRefusedAndSendNothing) {
     EXPECT_EQ(c.st.code(), c.want) << c.what << ": " << c.st.ToString();
     EXPECT_FALSE(c.st.message().empty()) << c.what;
   }
-  Fill(body, sizeof body, 7);
+  FillPattern(body, sizeof body, 7);
   ASSERT_TRUE(SendMessage(&b, link.client, "good", {{body, sizeof body}}, Cookie(1)).ok());
   ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); }));
   Event e = a.Take(FERRY_EV_ARRIVAL, link.server);

@@ -1,6 +1,6 @@
 #include "fabric_test_support.h"
 
-#include "loader/host_services.h"
+#include "testkit/plugin.h"
 
 #include <gtest/gtest.h>
 
@@ -9,140 +9,35 @@
 namespace ferry_fabric_test {
 
 std::shared_ptr<const ferry::Plugin> FabricPlugin() {
-  static std::shared_ptr<const ferry::Plugin> plugin = [] {
-    ferry::LoaderOptions options;
-    options.search_path = {FERRY_FABRIC_PLUGIN_DIR};
-    ferry::PluginLoader loader(options);
-    auto loaded = loader.Load("fabric");
-    if (!loaded.ok()) {
-      ADD_FAILURE() << "cannot load the fabric plugin from "
-                    << FERRY_FABRIC_PLUGIN_DIR << ": " << loaded.status().ToString();
-      return std::shared_ptr<const ferry::Plugin>();
-    }
-    return loaded.value();
-  }();
-  return plugin;
+  auto loaded = ferry::testkit::LoadPlugin(FERRY_FABRIC_PLUGIN_DIR, "fabric");
+  if (!loaded.ok()) {
+    ADD_FAILURE() << "cannot load the fabric plugin from " << FERRY_FABRIC_PLUGIN_DIR << ": "
+                  << loaded.status().ToString();
+    return nullptr;
+  }
+  return loaded.value();
 }
 
-Params::Params(std::initializer_list<std::pair<std::string, std::string>> kv) {
-  for (const auto& [k, v] : kv) {
-    ferry::SetPluginParam("fabric", k, v);
-    keys_.push_back(k);
-  }
+namespace {
+
+ferry::testkit::Endpoint::Options FabricOptions(uint32_t flags) {
+  ferry::testkit::Endpoint::Options o;
+  o.flags = flags;
+  o.instance = "fabric-test";
+  return o;
 }
 
-Params::~Params() {
-  for (const std::string& k : keys_) ferry::ClearPluginParam("fabric", k);
-}
+}  // namespace
 
-Ctx::Ctx(uint32_t flags) {
-  auto plugin = FabricPlugin();
-  if (!plugin) {
-    status_ = ferry::Status(FERRY_NOT_FOUND, "plugin not loaded");
-    return;
-  }
-  auto opened = ferry::Transport::Open(plugin, flags, "fabric-test");
-  if (!opened.ok()) {
-    status_ = opened.status();
-    return;
-  }
-  transport_ = std::move(opened).value();
-}
-
-size_t Ctx::PollOnce() {
-  ferry_event_t raw[64];
-  uint32_t n = 0;
-  ferry::Status st = transport_->Progress(raw, 64, &n);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  for (uint32_t i = 0; i < n; ++i) {
-    const ferry_event_t& r = raw[i];
-    Event e;
-    e.type = r.type;
-    e.status = r.status;
-    e.conn = r.conn;
-    e.user_data = r.user_data;
-    e.message = r.message != nullptr ? r.message : "";
-    if (r.status != FERRY_OK) {
-      EXPECT_FALSE(e.message.empty()) << "a failed event without a message";
-    }
-    if (r.type == FERRY_EV_ARRIVAL) {
-      e.msg_id = r.msg_id;
-      e.header.assign(static_cast<const char*>(r.header), r.header_len);
-      for (uint32_t s = 0; s < r.num_segments; ++s) {
-        const auto* seg = FERRY_ELEMENT_AT(const ferry_arrival_segment_t,
-                                           r.segments, r.segment_stride, s);
-        Event::Segment copy;
-        copy.length = seg->length;
-        copy.is_inline = seg->inline_data != nullptr;
-        if (copy.is_inline) {
-          copy.bytes.assign(static_cast<const char*>(seg->inline_data), seg->length);
-        }
-        e.segments.push_back(std::move(copy));
-      }
-    }
-    events_.push_back(std::move(e));
-  }
-  return n;
-}
-
-bool Ctx::Has(int32_t type, ferry_conn_t* conn) const {
-  for (const Event& e : events_) {
-    if (e.type == type && (conn == nullptr || e.conn == conn)) return true;
-  }
-  return false;
-}
-
-Event Ctx::Take(int32_t type, ferry_conn_t* conn) {
-  for (auto it = events_.begin(); it != events_.end(); ++it) {
-    if (it->type == type && (conn == nullptr || it->conn == conn)) {
-      Event e = std::move(*it);
-      events_.erase(it);
-      return e;
-    }
-  }
-  ADD_FAILURE() << "no event of type " << type;
-  return Event();
-}
-
-bool PumpUntil(std::initializer_list<Ctx*> ctxs, const std::function<bool()>& done,
-               std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    for (Ctx* c : ctxs) c->PollOnce();
-  }
-  return true;
-}
+Ctx::Ctx(uint32_t flags) : ferry::testkit::Endpoint(FabricPlugin(), FabricOptions(flags)) {}
 
 bool Connect(Ctx* server, Ctx* client, Link* link) {
-  std::string address;
-  ferry::Status st = server->t().Listen("", nullptr, &link->listener);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  if (!st.ok()) return false;
-  auto addr = server->t().ListenerAddress(link->listener);
-  EXPECT_TRUE(addr.ok());
-  st = client->t().Connect(addr.value(), reinterpret_cast<void*>(0xC0), &link->client);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  if (!st.ok()) return false;
-  bool ok = PumpUntil({server, client}, [&] {
-    return server->Has(FERRY_EV_ACCEPTED) && client->Has(FERRY_EV_CONNECTED, link->client);
-  });
-  EXPECT_TRUE(ok) << "no CONNECTED/ACCEPTED";
-  if (!ok) return false;
-  Event connected = client->Take(FERRY_EV_CONNECTED, link->client);
-  EXPECT_EQ(connected.status, FERRY_OK) << connected.message;
-  link->server = server->Take(FERRY_EV_ACCEPTED).conn;
-  return connected.status == FERRY_OK;
+  return ferry::testkit::Connect(client, server, "", link, reinterpret_cast<void*>(0xC0),
+                                 kDeadline);
 }
 
 void CloseLink(Ctx* server, Ctx* client, const Link& link) {
-  client->t().Close(link.client);
-  server->t().Close(link.server);
-  EXPECT_TRUE(PumpUntil({server, client}, [&] {
-    return client->Has(FERRY_EV_CLOSED, link.client) &&
-           server->Has(FERRY_EV_CLOSED, link.server);
-  })) << "no CLOSED";
-  if (link.listener != nullptr) server->t().CloseListener(link.listener);
+  ferry::testkit::CloseLink(client, server, link, kDeadline);
 }
 
 ferry::Status SendMessage(Ctx* ctx, ferry_conn_t* conn, const std::string& header,
@@ -215,19 +110,6 @@ ferry_status_t PlaceArrival(Ctx* rx, Ctx* tx, ferry_conn_t* conn, const Event& a
   EXPECT_EQ(done.user_data, cookie);
   EXPECT_TRUE(done.status == FERRY_OK || !done.message.empty());
   return done.status;
-}
-
-void Fill(void* data, size_t n, uint64_t seed) {
-  auto* p = static_cast<uint8_t*>(data);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(p + i, &x, 8);
-  }
-  for (; i < n; ++i) p[i] = static_cast<uint8_t>(i ^ seed);
 }
 
 }  // namespace ferry_fabric_test

@@ -1,11 +1,14 @@
-// Helpers for the fabric plugin tests: load the plugin through the
-// production loader, set its parameters for one test, drive contexts with
-// progress() until a condition holds (never a sleep), and keep owned copies
-// of events.
+// Helpers for the fabric plugin tests: the fabric plugin bound to the
+// testkit's endpoints (conformance/testkit: production loader, owned event
+// copies, pumping until a condition holds, linking two contexts), its
+// parameters set for one test, and messages sent and placed with host
+// registrations or device memory.
 #pragma once
 
-#include "loader/plugin_loader.h"
-#include "transport/transport.h"
+#include "testkit/endpoint.h"
+#include "testkit/event.h"
+#include "testkit/params.h"
+#include "testkit/pattern.h"
 
 #include <ferry/transport.h>
 
@@ -20,66 +23,37 @@
 
 namespace ferry_fabric_test {
 
+using ferry::testkit::Event;
+using ferry::testkit::FillPattern;
+using ferry::testkit::Link;
+using Clock = std::chrono::steady_clock;
+
 // libferry-fabric.so from the build tree, loaded once per process.
 std::shared_ptr<const ferry::Plugin> FabricPlugin();
 
 // Sets plugin parameters ("fabric", key) for the lifetime of the object.
-class Params {
+class Params : public ferry::testkit::ScopedParams {
  public:
-  Params(std::initializer_list<std::pair<std::string, std::string>> kv);
-  ~Params();
-
- private:
-  std::vector<std::string> keys_;
+  Params(std::initializer_list<std::pair<std::string, std::string>> kv)
+      : ScopedParams("fabric", kv) {}
 };
 
-struct Event {
-  int32_t type = 0;
-  ferry_status_t status = FERRY_OK;
-  ferry_conn_t* conn = nullptr;
-  void* user_data = nullptr;
-  std::string message;
-  uint64_t msg_id = 0;
-  std::string header;
-  struct Segment {
-    uint64_t length = 0;
-    bool is_inline = false;
-    std::string bytes;
-  };
-  std::vector<Segment> segments;
-};
-
-// One context plus the events it returned that the test has not taken yet.
-class Ctx {
+// A context of the fabric plugin; check ok() (status() says why not).
+class Ctx : public ferry::testkit::Endpoint {
  public:
-  // Opens a context; check ok() (the status says why not).
   explicit Ctx(uint32_t flags = 0);
-  bool ok() const { return transport_ != nullptr; }
-  const ferry::Status& status() const { return status_; }
-  ferry::Transport& t() { return *transport_; }
-
-  size_t PollOnce();
-  bool Has(int32_t type, ferry_conn_t* conn = nullptr) const;
-  Event Take(int32_t type, ferry_conn_t* conn = nullptr);
-  std::string Listen();
-
- private:
-  std::unique_ptr<ferry::Transport> transport_;
-  ferry::Status status_;
-  std::vector<Event> events_;
 };
 
-using Clock = std::chrono::steady_clock;
+// The fabric tests' deadline: libfabric's providers set up and tear down
+// more slowly than the kernel's sockets.
+constexpr std::chrono::milliseconds kDeadline = std::chrono::seconds(60);
 
-bool PumpUntil(std::initializer_list<Ctx*> ctxs, const std::function<bool()>& done,
-               std::chrono::milliseconds timeout = std::chrono::seconds(60));
+inline bool PumpUntil(std::initializer_list<ferry::testkit::Endpoint*> ctxs,
+                      const std::function<bool()>& done,
+                      std::chrono::milliseconds timeout = kDeadline) {
+  return ferry::testkit::PumpUntil(ctxs, done, timeout);
+}
 
-// A connected pair: client (connect) and server (accepted) handles.
-struct Link {
-  ferry_conn_t* client = nullptr;
-  ferry_conn_t* server = nullptr;
-  ferry_listener_t* listener = nullptr;
-};
 // Listens on `server`, connects from `client`, waits for both sides.
 bool Connect(Ctx* server, Ctx* client, Link* link);
 // Closes both ends and waits for CLOSED on each.
@@ -107,8 +81,5 @@ ferry_status_t PlaceArrival(Ctx* rx, Ctx* tx, ferry_conn_t* conn, const Event& a
                             const std::vector<std::pair<void*, uint64_t>>& dests,
                             const std::vector<ferry_mr_t*>& mrs = {},
                             ferry_device_t device = {FERRY_DEVICE_CPU, 0});
-
-// Fills `n` bytes with a pattern derived from `seed`.
-void Fill(void* data, size_t n, uint64_t seed);
 
 }  // namespace ferry_fabric_test

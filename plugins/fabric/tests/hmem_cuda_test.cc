@@ -90,7 +90,7 @@ TEST_P(FabricCuda, DeviceSegmentLandsInDeviceMemory) {
   // always take.
   constexpr size_t kSize = 4 << 20;
   std::vector<uint8_t> want(kSize), got(kSize);
-  Fill(want.data(), kSize, 77);
+  FillPattern(want.data(), kSize, 77);
   CUdeviceptr src = 0, dst = 0;
   ASSERT_EQ(cuda.cuMemAlloc(&src, kSize), 0);
   ASSERT_EQ(cuda.cuMemAlloc(&dst, kSize), 0);

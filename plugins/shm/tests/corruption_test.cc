@@ -31,10 +31,10 @@ class CorruptionTest : public ShmTest {
   }
   // b must break with DATA_LOSS naming the problem; a sees its peer go.
   void ExpectDataLoss(Pair* p, const std::string& words) {
-    Ev broken, gone;
+    Event broken, gone;
     ASSERT_TRUE(PumpUntil({p->a.get(), p->b.get()}, [&] {
-      return (broken.type || p->b->Take(FERRY_EV_CONN_BROKEN, &broken)) &&
-             (gone.type || p->a->Take(FERRY_EV_CONN_BROKEN, &gone));
+      return (broken.type || p->b->TryTake(FERRY_EV_CONN_BROKEN, &broken)) &&
+             (gone.type || p->a->TryTake(FERRY_EV_CONN_BROKEN, &gone));
     })) << "no CONN_BROKEN after corrupting the ring";
     EXPECT_EQ(broken.status, FERRY_DATA_LOSS) << broken.message;
     EXPECT_NE(broken.message.find("corrupt ring"), std::string::npos) << broken.message;
@@ -88,17 +88,17 @@ TEST_F(CorruptionTest, ChunkThatDoesNotContinueItsSegment) {
   // A message with one 100-byte ring-copied segment...
   const uint64_t msg[] = {uint64_t{1} << 32, 100 | (uint64_t{kSegRing} << kSegModeShift), 1};
   uint64_t pos = Inject(s, s->consumer.tail, kRecordMsg, sizeof msg, msg, sizeof msg);
-  Ev arrival;
+  Event arrival;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                        [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+                        [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
   std::vector<unsigned char> in(100);
   ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
   // ...then a chunk claiming to be segment 5 at offset 40.
   const uint64_t chunk[] = {5, 40, 0};
   Inject(s, pos, kRecordChunk, sizeof chunk, chunk, sizeof chunk);
-  Ev placed;
+  Event placed;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                        [&] { return p.b->Take(FERRY_EV_PLACE_DONE, &placed); }));
+                        [&] { return p.b->TryTake(FERRY_EV_PLACE_DONE, &placed); }));
   EXPECT_EQ(placed.status, FERRY_DATA_LOSS) << placed.message;
   ExpectDataLoss(&p, "does not continue segment");
   ClosePair(&p);
@@ -114,10 +114,10 @@ TEST_F(CorruptionTest, ImpossibleConsumerTailIsDataLossForTheSender) {
   __atomic_store_n(&s->consumer.tail, uint64_t{1} << 40, __ATOMIC_RELEASE);
   std::vector<unsigned char> big(4u << 20);
   ASSERT_TRUE(p.a->Send(p.client, "big", {{big.data(), big.size()}}).ok());
-  Ev broken, done;
+  Event broken, done;
   ASSERT_TRUE(PumpUntil({p.a.get()}, [&] {
-    return (broken.type || p.a->Take(FERRY_EV_CONN_BROKEN, &broken)) &&
-           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+    return (broken.type || p.a->TryTake(FERRY_EV_CONN_BROKEN, &broken)) &&
+           (done.type || p.a->TryTake(FERRY_EV_SEND_DONE, &done));
   }));
   EXPECT_EQ(broken.status, FERRY_DATA_LOSS) << broken.message;
   EXPECT_NE(broken.message.find("consuming up to"), std::string::npos) << broken.message;

@@ -18,7 +18,7 @@ namespace ferry_shm_test {
 namespace {
 
 std::string PeerAddress(Endpoint* e, ferry_conn_t* c) {
-  auto a = e->t()->PeerAddress(c);
+  auto a = e->t().PeerAddress(c);
   return a.ok() ? a.value() : a.status().ToString();
 }
 
@@ -38,17 +38,17 @@ class DataPathTest : public ShmTest {
     std::vector<unsigned char> out(n), in(n);
     FillPattern(out.data(), n, seed);
     ASSERT_TRUE(p->a->Send(p->client, "ring", {{out.data(), n}}, &out).ok());
-    Ev arrival, done;
+    Event arrival, done;
     ASSERT_TRUE(PumpUntil({p->a.get(), p->b.get()}, [&] {
-      return (arrival.type || p->b->Take(FERRY_EV_ARRIVAL, &arrival)) &&
-             (done.type || p->a->Take(FERRY_EV_SEND_DONE, &done));
+      return (arrival.type || p->b->TryTake(FERRY_EV_ARRIVAL, &arrival)) &&
+             (done.type || p->a->TryTake(FERRY_EV_SEND_DONE, &done));
     })) << why;
     EXPECT_EQ(done.status, FERRY_OK);
     std::fill(out.begin(), out.end(), 0);  // the bytes are in the ring now
     ASSERT_TRUE(p->b->PlaceAll(arrival, {in.data()}, nullptr).ok());
-    Ev placed;
+    Event placed;
     ASSERT_TRUE(PumpUntil({p->a.get(), p->b.get()},
-                          [&] { return p->b->Take(FERRY_EV_PLACE_DONE, &placed); }));
+                          [&] { return p->b->TryTake(FERRY_EV_PLACE_DONE, &placed); }));
     EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
     EXPECT_EQ(PatternMismatch(in.data(), n, seed), -1);
   }
@@ -63,23 +63,23 @@ TEST_F(DataPathTest, CmaSendCompletesOnlyAfterThePeerPlaced) {
   std::vector<unsigned char> out(1 << 20), in(1 << 20);
   FillPattern(out.data(), out.size(), 1);
   ASSERT_TRUE(p.a->Send(p.client, "cma", {{out.data(), out.size()}}, &out).ok());
-  Ev arrival, done;
+  Event arrival, done;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                        [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
-  ASSERT_EQ(arrival.segs.size(), 1u);
-  EXPECT_EQ(arrival.segs[0].inline_data, nullptr) << "1 MiB must not arrive inline";
+                        [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_EQ(arrival.segments.size(), 1u);
+  EXPECT_EQ(arrival.segments[0].inline_data, nullptr) << "1 MiB must not arrive inline";
   // Nothing but the receiver's place() can complete this send.
   for (int i = 0; i < 2000; ++i) {
-    p.a->Poll();
-    p.b->Poll();
+    p.a->PollOnce();
+    p.b->PollOnce();
   }
-  EXPECT_FALSE(p.a->Take(FERRY_EV_SEND_DONE, &done))
+  EXPECT_FALSE(p.a->TryTake(FERRY_EV_SEND_DONE, &done))
       << "a CMA send completed before the receiver read the buffer";
   ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, &in).ok());
-  Ev placed;
+  Event placed;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    return (placed.type || p.b->Take(FERRY_EV_PLACE_DONE, &placed)) &&
-           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+    return (placed.type || p.b->TryTake(FERRY_EV_PLACE_DONE, &placed)) &&
+           (done.type || p.a->TryTake(FERRY_EV_SEND_DONE, &done));
   }));
   EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
   EXPECT_EQ(done.status, FERRY_OK) << done.message;
@@ -104,34 +104,34 @@ TEST_F(DataPathTest, SendsCompleteInPostingOrderAcrossInlineAndCma) {
   ASSERT_TRUE(p.a->Send(p.client, "B", {{big.data(), big.size()}}, &tags[1]).ok());
   ASSERT_TRUE(p.a->Send(p.client, "C", {{small, sizeof small}}, &tags[2]).ok());
   ASSERT_TRUE(p.a->Send(p.client, "D", {}, &tags[3]).ok());
-  Ev first, second;
+  Event first, second;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    return (first.type || p.b->Take(FERRY_EV_ARRIVAL, &first)) &&
-           (second.type || p.a->Take(FERRY_EV_SEND_DONE, &second));
+    return (first.type || p.b->TryTake(FERRY_EV_ARRIVAL, &first)) &&
+           (second.type || p.a->TryTake(FERRY_EV_SEND_DONE, &second));
   }));
   EXPECT_EQ(second.user_data, &tags[0]) << "the first send completes first";
-  ASSERT_TRUE(p.b->t()->Discard(p.server, first.msg_id).ok());
-  Ev cma;
+  ASSERT_TRUE(p.b->t().Discard(p.server, first.msg_id).ok());
+  Event cma;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                        [&] { return p.b->Take(FERRY_EV_ARRIVAL, &cma); }));
-  ASSERT_EQ(cma.header, std::vector<unsigned char>({'B'}));
+                        [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &cma); }));
+  ASSERT_EQ(cma.header, "B");
   for (int i = 0; i < 2000; ++i) {
-    p.a->Poll();
-    p.b->Poll();
+    p.a->PollOnce();
+    p.b->PollOnce();
   }
-  Ev early;
-  EXPECT_FALSE(p.a->Take(FERRY_EV_SEND_DONE, &early))
+  Event early;
+  EXPECT_FALSE(p.a->TryTake(FERRY_EV_SEND_DONE, &early))
       << "a send posted behind an unread CMA send completed before it";
   ASSERT_TRUE(p.b->PlaceAll(cma, {in.data()}, nullptr).ok());
   std::vector<void*> order;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    Ev ev;
-    while (p.a->Take(FERRY_EV_SEND_DONE, &ev)) {
+    Event ev;
+    while (p.a->TryTake(FERRY_EV_SEND_DONE, &ev)) {
       EXPECT_EQ(ev.status, FERRY_OK) << ev.message;
       order.push_back(ev.user_data);
     }
-    while (p.b->Take(FERRY_EV_ARRIVAL, &ev)) {
-      EXPECT_TRUE(p.b->t()->Discard(p.server, ev.msg_id).ok());
+    while (p.b->TryTake(FERRY_EV_ARRIVAL, &ev)) {
+      EXPECT_TRUE(p.b->t().Discard(p.server, ev.msg_id).ok());
     }
     return order.size() == 3;
   }));
@@ -218,17 +218,17 @@ TEST_F(DataPathTest, DrainedTrafficStaysOnTheRingsFirstPages) {
   };
   auto receive_in_order = [&](int first, int count) {
     for (int i = first; i < first + count; ++i) {
-      Ev arrival;
+      Event arrival;
       ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                            [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+                            [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
       const std::string want = "m" + std::to_string(i);
       ASSERT_EQ(std::string(arrival.header.begin(), arrival.header.end()), want);
-      ASSERT_EQ(arrival.segs.size(), 1u);
-      ASSERT_EQ(arrival.segs[0].length, 64u);
+      ASSERT_EQ(arrival.segments.size(), 1u);
+      ASSERT_EQ(arrival.segments[0].length, 64u);
       char got[64];
-      std::memcpy(got, arrival.segs[0].inline_data, sizeof got);
+      std::memcpy(got, arrival.segments[0].inline_data, sizeof got);
       ASSERT_EQ(std::string(got), want);
-      ASSERT_TRUE(p.b->t()->Discard(p.server, arrival.msg_id).ok());
+      ASSERT_TRUE(p.b->t().Discard(p.server, arrival.msg_id).ok());
     }
   };
   auto send = [&](int i) {
@@ -278,15 +278,15 @@ TEST_F(DataPathTest, HugePayloadThroughASmallRing) {
   ASSERT_TRUE(p.a->Send(p.client, "huge",
                         {{out.data(), first}, {out.data() + first, n - first}}, nullptr)
                   .ok());
-  Ev arrival;
+  Event arrival;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                        [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
-  ASSERT_EQ(arrival.segs.size(), 2u);
+                        [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_EQ(arrival.segments.size(), 2u);
   ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data(), in.data() + first}, nullptr).ok());
-  Ev placed, done;
+  Event placed, done;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    return (placed.type || p.b->Take(FERRY_EV_PLACE_DONE, &placed)) &&
-           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+    return (placed.type || p.b->TryTake(FERRY_EV_PLACE_DONE, &placed)) &&
+           (done.type || p.a->TryTake(FERRY_EV_SEND_DONE, &done));
   }, 60000));
   EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
   EXPECT_EQ(done.status, FERRY_OK) << done.message;
@@ -310,8 +310,8 @@ TEST_F(DataPathTest, CrossProcessEchoOverCmaAndRing) {
     auto peer = SpawnPeer({"echo", addr},
                           {std::string("FERRY_SHM_CMA=") + cma, "FERRY_SHM_CMA_MAX=0"});
     ASSERT_EQ(WaitLine(peer.get(), {ep.get()}), "connected");
-    Ev acc;
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_ACCEPTED, &acc); }));
+    Event acc;
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &acc); }));
     const std::string want = std::string("data=") + (cma[0] == '1' ? "cma" : "ring");
     EXPECT_NE(PeerAddress(ep.get(), acc.conn).find(want), std::string::npos)
         << PeerAddress(ep.get(), acc.conn);
@@ -319,19 +319,19 @@ TEST_F(DataPathTest, CrossProcessEchoOverCmaAndRing) {
     std::vector<unsigned char> out(n), in(n);
     FillPattern(out.data(), n, 4);
     ASSERT_TRUE(ep->Send(acc.conn, "echo", {{out.data(), n}}, nullptr).ok());
-    Ev arrival, placed, done;
+    Event arrival, placed, done;
     ASSERT_TRUE(PumpUntil({ep.get()}, [&] {
-      return (done.type || ep->Take(FERRY_EV_SEND_DONE, &done)) &&
-             ep->Take(FERRY_EV_ARRIVAL, &arrival);
+      return (done.type || ep->TryTake(FERRY_EV_SEND_DONE, &done)) &&
+             ep->TryTake(FERRY_EV_ARRIVAL, &arrival);
     }));
     ASSERT_TRUE(ep->PlaceAll(arrival, {in.data()}, nullptr).ok());
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_PLACE_DONE, &placed); }));
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_PLACE_DONE, &placed); }));
     EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
     EXPECT_EQ(PatternMismatch(in.data(), n, 4), -1);
-    ep->t()->Close(acc.conn);
-    ep->t()->CloseListener(l);
-    Ev closed;
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_CLOSED, &closed); }));
+    ep->t().Close(acc.conn);
+    ep->t().CloseListener(l);
+    Event closed;
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CLOSED, &closed); }));
     EXPECT_EQ(peer->Wait(), 0) << "the echo peer exits once we close";
   }
 }

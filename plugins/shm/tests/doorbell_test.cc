@@ -35,12 +35,12 @@ TEST_F(DoorbellTest, SleepingReceiverWakesOnAMessage) {
   ASSERT_TRUE(SettleAsleep(&p)) << "the wakeup fds never went quiet";
   std::atomic<bool> asleep{false};
   std::atomic<bool> woke{false};
-  Ev arrival;
+  Event arrival;
   // The receiver blocks in poll() on its wakeup fd, like a sleeping core.
   std::thread receiver([&] {
     asleep = true;
     woke = Readable(p.b->wakeup_fd(), 10000);
-    PumpUntil({p.b.get()}, [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); });
+    PumpUntil({p.b.get()}, [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); });
   });
   while (!asleep) std::this_thread::yield();
   const uint64_t payload = 0x0123456789abcdefull;
@@ -50,10 +50,10 @@ TEST_F(DoorbellTest, SleepingReceiverWakesOnAMessage) {
   receiver.join();
   EXPECT_TRUE(woke) << "the receiver slept through the message";
   ASSERT_EQ(arrival.type, FERRY_EV_ARRIVAL);
-  ASSERT_EQ(arrival.segs.size(), 1u);
-  ASSERT_NE(arrival.segs[0].inline_data, nullptr) << "8 bytes arrive inline";
-  EXPECT_EQ(std::memcmp(arrival.segs[0].inline_data, &payload, 8), 0);
-  ASSERT_TRUE(p.b->t()->Discard(p.server, arrival.msg_id).ok());
+  ASSERT_EQ(arrival.segments.size(), 1u);
+  ASSERT_NE(arrival.segments[0].inline_data, nullptr) << "8 bytes arrive inline";
+  EXPECT_EQ(std::memcmp(arrival.segments[0].inline_data, &payload, 8), 0);
+  ASSERT_TRUE(p.b->t().Discard(p.server, arrival.msg_id).ok());
   ClosePair(&p);
 }
 
@@ -68,17 +68,17 @@ TEST_F(DoorbellTest, SleepingSenderWakesWhenThePeerFreesRingSpace) {
   std::vector<unsigned char> big(8u << 20), in(8u << 20);
   FillPattern(big.data(), big.size(), 9);
   ASSERT_TRUE(p.a->Send(p.client, "big", {{big.data(), big.size()}}).ok());
-  Ev arrival;
-  ASSERT_TRUE(PumpUntil({p.b.get()}, [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+  Event arrival;
+  ASSERT_TRUE(PumpUntil({p.b.get()}, [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
   ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
   // a is stuck on a full ring; let it go to sleep.
   ASSERT_TRUE(PumpUntil({p.a.get()}, [&] { return !Readable(p.a->wakeup_fd(), 0); }));
-  p.b->Poll();  // consumes chunks, frees space, rings a's doorbell
+  p.b->PollOnce();  // consumes chunks, frees space, rings a's doorbell
   EXPECT_TRUE(Readable(p.a->wakeup_fd(), 10000)) << "the blocked sender was not woken";
-  Ev placed, done;
+  Event placed, done;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    return (placed.type || p.b->Take(FERRY_EV_PLACE_DONE, &placed)) &&
-           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+    return (placed.type || p.b->TryTake(FERRY_EV_PLACE_DONE, &placed)) &&
+           (done.type || p.a->TryTake(FERRY_EV_SEND_DONE, &done));
   }));
   EXPECT_EQ(PatternMismatch(in.data(), in.size(), 9), -1);
   ClosePair(&p);
@@ -106,26 +106,26 @@ TEST_F(DoorbellTest, SleepingSenderWakesWhenThePeerFreesAnEarlyWrapsPad) {
        ++i) {
     ASSERT_LT(i, 1000) << "the ring position never passed 16 KiB";
     ASSERT_TRUE(p.a->Send(p.client, "s", {{small, sizeof small}}).ok());
-    Ev arrival;
+    Event arrival;
     ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                          [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
-    ASSERT_TRUE(p.b->t()->Discard(p.server, arrival.msg_id).ok());
+                          [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
+    ASSERT_TRUE(p.b->t().Discard(p.server, arrival.msg_id).ok());
   }
   std::vector<unsigned char> big(1u << 20), in(1u << 20);
   FillPattern(big.data(), big.size(), 11);
   ASSERT_TRUE(p.a->Send(p.client, "big", {{big.data(), big.size()}}).ok());
   // a wrote the record and waits for room for the first chunk: let it sleep.
   ASSERT_TRUE(PumpUntil({p.a.get()}, [&] { return !Readable(p.a->wakeup_fd(), 0); }));
-  Ev arrival;
-  ASSERT_TRUE(PumpUntil({p.b.get()}, [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+  Event arrival;
+  ASSERT_TRUE(PumpUntil({p.b.get()}, [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
   ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
-  p.b->Poll();  // no chunk yet: a has been waiting for the space just freed
+  p.b->PollOnce();  // no chunk yet: a has been waiting for the space just freed
   EXPECT_TRUE(Readable(p.a->wakeup_fd(), 10000))
       << "the sender waiting behind an early wrap's pad was not woken";
-  Ev placed, done;
+  Event placed, done;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    return (placed.type || p.b->Take(FERRY_EV_PLACE_DONE, &placed)) &&
-           (done.type || p.a->Take(FERRY_EV_SEND_DONE, &done));
+    return (placed.type || p.b->TryTake(FERRY_EV_PLACE_DONE, &placed)) &&
+           (done.type || p.a->TryTake(FERRY_EV_SEND_DONE, &done));
   }));
   EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
   EXPECT_EQ(PatternMismatch(in.data(), in.size(), 11), -1);
@@ -137,19 +137,19 @@ TEST_F(DoorbellTest, BusyPollKeepsTheWakeupFdReadable) {
   // on the fd anyway must not block.
   auto busy = Endpoint::Open(FERRY_INIT_BUSY_POLL);
   ASSERT_NE(busy, nullptr);
-  EXPECT_TRUE(busy->t()->HasCap(FERRY_CAP_BUSY_POLL));
-  ASSERT_TRUE(busy->t()->HasCap(FERRY_CAP_WAKEUP_FD));
-  for (int i = 0; i < 1000; ++i) busy->Poll();
+  EXPECT_TRUE(busy->t().HasCap(FERRY_CAP_BUSY_POLL));
+  ASSERT_TRUE(busy->t().HasCap(FERRY_CAP_WAKEUP_FD));
+  for (int i = 0; i < 1000; ++i) busy->PollOnce();
   EXPECT_TRUE(Readable(busy->wakeup_fd(), 0));
   SetParam("busy_poll", "1");
   auto by_param = Endpoint::Open();
   ASSERT_NE(by_param, nullptr);
-  EXPECT_TRUE(by_param->t()->HasCap(FERRY_CAP_BUSY_POLL));
+  EXPECT_TRUE(by_param->t().HasCap(FERRY_CAP_BUSY_POLL));
   ferry::ClearPluginParam("shm", "busy_poll");
   auto adaptive = Endpoint::Open();
   ASSERT_NE(adaptive, nullptr);
-  EXPECT_FALSE(adaptive->t()->HasCap(FERRY_CAP_BUSY_POLL));
-  for (int i = 0; i < 10; ++i) adaptive->Poll();
+  EXPECT_FALSE(adaptive->t().HasCap(FERRY_CAP_BUSY_POLL));
+  for (int i = 0; i < 10; ++i) adaptive->PollOnce();
   EXPECT_FALSE(Readable(adaptive->wakeup_fd(), 0)) << "an idle adaptive context sleeps";
 }
 

@@ -25,12 +25,12 @@ TEST_F(LifecycleTest, RepeatedContextsLeaveNothingBehind) {
     std::vector<unsigned char> out(300000), in(300000);
     FillPattern(out.data(), out.size(), static_cast<uint64_t>(round));
     ASSERT_TRUE(p.a->Send(p.client, "r", {{out.data(), out.size()}}).ok());
-    Ev arrival, placed;
+    Event arrival, placed;
     ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                          [&] { return p.b->Take(FERRY_EV_ARRIVAL, &arrival); }));
+                          [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
     ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
     ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},
-                          [&] { return p.b->Take(FERRY_EV_PLACE_DONE, &placed); }));
+                          [&] { return p.b->TryTake(FERRY_EV_PLACE_DONE, &placed); }));
     ASSERT_EQ(PatternMismatch(in.data(), in.size(), static_cast<uint64_t>(round)), -1);
     ClosePair(&p);
     EXPECT_TRUE(ShmMappings().empty()) << "round " << round;

@@ -27,30 +27,30 @@ TEST_F(PeerDeathTest, SigkillMidMessageFailsEverythingAndLeavesNothing) {
     const std::string addr = line.substr(10);
     ferry_conn_t* conn = ep->Connect(addr);
     ASSERT_NE(conn, nullptr);
-    Ev ev;
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_CONNECTED, &ev); }));
+    Event ev;
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CONNECTED, &ev); }));
     ASSERT_EQ(ev.status, FERRY_OK) << ev.message;
     ASSERT_EQ(WaitLine(peer.get(), {ep.get()}), "accepted");
     // Generous: filling 64 MiB takes a while under sanitizers.
     ASSERT_EQ(WaitLine(peer.get(), {ep.get()}, 60000), "posted");
     std::vector<unsigned char> mine(16u << 20, 1);
     ASSERT_TRUE(ep->Send(conn, "stuck", {{mine.data(), mine.size()}}, &mine).ok());
-    Ev arrival;
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_ARRIVAL, &arrival); }));
+    Event arrival;
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
     std::vector<unsigned char> in(64u << 20);
     ASSERT_TRUE(ep->PlaceAll(arrival, {in.data()}, &in).ok());
     // Some chunks land, but never the whole message: one progress() moves at
     // most kCopyBudget (16 MiB) and the peer can be at most one 2 MiB ring
     // ahead, so two polls leave at least 30 MiB unwritten when it dies.
-    for (int i = 0; i < 2; ++i) ep->Poll();
+    for (int i = 0; i < 2; ++i) ep->PollOnce();
 
     peer->Kill();  // SIGKILL and reap
     const auto killed = Clock::now();
-    Ev placed, sent, broken;
+    Event placed, sent, broken;
     ASSERT_TRUE(PumpUntil({ep.get()}, [&] {
-      return (placed.type || ep->Take(FERRY_EV_PLACE_DONE, &placed)) &&
-             (sent.type || ep->Take(FERRY_EV_SEND_DONE, &sent)) &&
-             (broken.type || ep->Take(FERRY_EV_CONN_BROKEN, &broken));
+      return (placed.type || ep->TryTake(FERRY_EV_PLACE_DONE, &placed)) &&
+             (sent.type || ep->TryTake(FERRY_EV_SEND_DONE, &sent)) &&
+             (broken.type || ep->TryTake(FERRY_EV_CONN_BROKEN, &broken));
     })) << "pending operations did not end after the peer was killed";
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
     EXPECT_LT(ms.count(), 5000);
@@ -61,14 +61,14 @@ TEST_F(PeerDeathTest, SigkillMidMessageFailsEverythingAndLeavesNothing) {
     // Later sends are refused at once.
     Status st = ep->Send(conn, "late", {});
     EXPECT_EQ(st.code(), FERRY_PEER_GONE) << st.ToString();
-    for (int i = 0; i < 100; ++i) ep->Poll();
-    EXPECT_FALSE(ep->Take(FERRY_EV_CONN_BROKEN, &ev)) << "CONN_BROKEN twice";
+    for (int i = 0; i < 100; ++i) ep->PollOnce();
+    EXPECT_FALSE(ep->TryTake(FERRY_EV_CONN_BROKEN, &ev)) << "CONN_BROKEN twice";
 
     // The dead listener's socket file is gone (we swept it).
     EXPECT_TRUE(ListDir(socket_dir_).empty())
         << "left in " << socket_dir_ << ": " << ListDir(socket_dir_)[0];
-    ep->t()->Close(conn);
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_CLOSED, &ev); }));
+    ep->t().Close(conn);
+    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CLOSED, &ev); }));
     EXPECT_TRUE(ShmMappings().empty()) << "a segment is still mapped after CLOSED";
   }
   auto dev_shm_after = ListDir("/dev/shm");
@@ -86,26 +86,26 @@ TEST_F(PeerDeathTest, SigkilledConnectorBreaksTheListenerSide) {
   const std::string addr = ep->Listen(&l);
   auto peer = SpawnPeer({"send-big", addr, std::to_string(64u << 20)},
                         {"FERRY_SHM_CMA_MAX=0"});  // by CMA: its bytes die with it
-  Ev acc, arrival, broken;
-  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_ACCEPTED, &acc); }));
+  Event acc, arrival, broken;
+  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &acc); }));
   ASSERT_EQ(WaitLine(peer.get(), {ep.get()}, 60000), "posted");
-  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
   peer->Kill();
   // With CMA the bytes live in the dead process: placing fails.
   std::vector<unsigned char> in(64u << 20);
   Status st = ep->PlaceAll(arrival, {in.data()}, nullptr);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  Ev placed;
+  Event placed;
   ASSERT_TRUE(PumpUntil({ep.get()}, [&] {
-    return (placed.type || ep->Take(FERRY_EV_PLACE_DONE, &placed)) &&
-           (broken.type || ep->Take(FERRY_EV_CONN_BROKEN, &broken));
+    return (placed.type || ep->TryTake(FERRY_EV_PLACE_DONE, &placed)) &&
+           (broken.type || ep->TryTake(FERRY_EV_CONN_BROKEN, &broken));
   }));
   EXPECT_EQ(placed.status, FERRY_PEER_GONE) << placed.message;
   EXPECT_EQ(broken.status, FERRY_PEER_GONE) << broken.message;
-  ep->t()->Close(acc.conn);
-  ep->t()->CloseListener(l);
-  Ev closed;
-  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_CLOSED, &closed); }));
+  ep->t().Close(acc.conn);
+  ep->t().CloseListener(l);
+  Event closed;
+  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CLOSED, &closed); }));
   EXPECT_TRUE(ListDir(socket_dir_).empty());
 }
 

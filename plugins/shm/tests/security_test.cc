@@ -25,7 +25,7 @@ TEST_F(SecurityTest, SocketDirectoryAndSocketsArePrivate) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_EQ(stat(socket_dir_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  ep->t()->CloseListener(l);
+  ep->t().CloseListener(l);
   EXPECT_NE(stat(addr.c_str(), &st), 0) << "close_listener must unlink the socket";
 }
 
@@ -34,7 +34,7 @@ TEST_F(SecurityTest, ADirectoryOthersCanEnterIsRefused) {
   auto ep = Endpoint::Open();
   ASSERT_NE(ep, nullptr);
   ferry_listener_t* l = nullptr;
-  ferry::Status st = ep->t()->Listen("", nullptr, &l);
+  ferry::Status st = ep->t().Listen("", nullptr, &l);
   EXPECT_EQ(st.code(), FERRY_PERMISSION_DENIED) << st.ToString();
   EXPECT_NE(st.message().find("0700"), std::string::npos) << st.message();
 }
@@ -62,25 +62,25 @@ TEST_F(SecurityTest, AnotherUidIsRefused) {
   ASSERT_EQ(line.rfind("result ", 0), 0u) << line;
   EXPECT_EQ(std::atoi(line.c_str() + 7), FERRY_PERMISSION_DENIED) << line;
   EXPECT_NE(line.find("uid"), std::string::npos) << line;
-  for (int i = 0; i < 100; ++i) ep->Poll();
-  Ev ev;
-  EXPECT_FALSE(ep->Take(FERRY_EV_ACCEPTED, &ev)) << "another uid's connection was accepted";
+  for (int i = 0; i < 100; ++i) ep->PollOnce();
+  Event ev;
+  EXPECT_FALSE(ep->TryTake(FERRY_EV_ACCEPTED, &ev)) << "another uid's connection was accepted";
   EXPECT_EQ(peer->Wait(), 0);
-  ep->t()->CloseListener(l);
+  ep->t().CloseListener(l);
 }
 
 TEST_F(SecurityTest, DomainNamesHostIpcNamespaceAndUser) {
   auto ep = Endpoint::Open();
   ASSERT_NE(ep, nullptr);
-  const std::string d = ep->t()->domain();
+  const std::string d = ep->t().domain();
   EXPECT_EQ(d.rfind("host=", 0), 0u) << d;
   EXPECT_NE(d.find(";ipc="), std::string::npos) << d;
   EXPECT_NE(d.find(";user=" + std::to_string(getuid())), std::string::npos) << d;
-  EXPECT_EQ(ep->t()->info().priority, 50);
+  EXPECT_EQ(ep->t().info().priority, 50);
   SetParam("domain_override", "host=pretend-b");
   auto other = Endpoint::Open();
   ASSERT_NE(other, nullptr);
-  EXPECT_EQ(other->t()->domain(), "host=pretend-b");
+  EXPECT_EQ(other->t().domain(), "host=pretend-b");
 }
 
 }  // namespace

@@ -22,18 +22,18 @@ void ShmTest::SetUp() {
   char tmpl[] = "/tmp/ferry-shm-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   socket_dir_ = tmpl;  // mkdtemp makes it 0700
+  params_ = std::make_unique<ferry::testkit::ScopedParams>("shm");
   SetParam("socket_dir", socket_dir_);
 }
 
 void ShmTest::TearDown() {
-  for (const std::string& k : params_) ferry::ClearPluginParam("shm", k);
+  params_.reset();
   std::error_code ec;
   std::filesystem::remove_all(socket_dir_, ec);
 }
 
 void ShmTest::SetParam(const std::string& key, const std::string& value) {
-  ferry::SetPluginParam("shm", key, value);
-  params_.push_back(key);
+  params_->Set(key, value);
 }
 
 bool ShmTest::MakePair(Pair* p, uint32_t flags) {
@@ -44,39 +44,28 @@ bool ShmTest::MakePair(Pair* p, uint32_t flags) {
     ADD_FAILURE() << "cannot open the shm plugin: " << why;
     return false;
   }
-  ferry_listener_t* l = nullptr;
-  std::string addr = p->b->Listen(&l);
-  if (addr.empty()) {
-    ADD_FAILURE() << "listen failed";
-    return false;
-  }
-  p->client = p->a->Connect(addr);
-  Ev connected, accepted;
-  bool ok = PumpUntil({p->a.get(), p->b.get()}, [&] {
-    return (connected.type || p->a->Take(FERRY_EV_CONNECTED, &connected)) &&
-           (accepted.type || p->b->Take(FERRY_EV_ACCEPTED, &accepted));
-  });
-  p->b->t()->CloseListener(l);
-  if (!ok || connected.status != FERRY_OK) {
-    ADD_FAILURE() << "no connection: " << connected.message;
-    return false;
-  }
-  p->server = accepted.conn;
+  ferry::testkit::Link link;
+  const bool ok = ferry::testkit::Connect(p->a.get(), p->b.get(), "", &link, nullptr,
+                                          std::chrono::milliseconds(10000));
+  if (link.listener != nullptr) p->b->t().CloseListener(link.listener);
+  if (!ok) return false;
+  p->client = link.client;
+  p->server = link.server;
   return true;
 }
 
 void ShmTest::ClosePair(Pair* p) {
-  if (p->client) p->a->t()->Close(p->client);
-  if (p->server) p->b->t()->Close(p->server);
-  Ev ca, cb;
+  if (p->client) p->a->t().Close(p->client);
+  if (p->server) p->b->t().Close(p->server);
+  Event ca, cb;
   EXPECT_TRUE(PumpUntil({p->a.get(), p->b.get()}, [&] {
-    return (!p->client || ca.type || p->a->Take(FERRY_EV_CLOSED, &ca, p->client)) &&
-           (!p->server || cb.type || p->b->Take(FERRY_EV_CLOSED, &cb, p->server));
+    return (!p->client || ca.type || p->a->TryTake(FERRY_EV_CLOSED, &ca, p->client)) &&
+           (!p->server || cb.type || p->b->TryTake(FERRY_EV_CLOSED, &cb, p->server));
   })) << "no CLOSED after close()";
   p->client = p->server = nullptr;
 }
 
-std::string ShmTest::WaitLine(Child* peer, std::initializer_list<Endpoint*> eps,
+std::string ShmTest::WaitLine(Child* peer, std::initializer_list<ferry::testkit::Endpoint*> eps,
                               int timeout_ms) {
   std::string line;
   PumpUntil(eps, [&] { return !(line = peer->ReadLine(0)).empty(); }, timeout_ms);

@@ -7,6 +7,8 @@
 #include "shm_layout.h"
 #include "shm_test_util.h"
 
+#include "testkit/params.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -44,11 +46,11 @@ class ShmTest : public ::testing::Test {
 
   // The peer's next line, progressing `eps` meanwhile (a peer in set-up
   // needs our side to move too); "" after timeout_ms.
-  std::string WaitLine(Child* peer, std::initializer_list<Endpoint*> eps,
+  std::string WaitLine(Child* peer, std::initializer_list<ferry::testkit::Endpoint*> eps,
                        int timeout_ms = 10000);
 
   std::string socket_dir_;
-  std::vector<std::string> params_;
+  std::unique_ptr<ferry::testkit::ScopedParams> params_;
 };
 
 }  // namespace ferry_shm_test

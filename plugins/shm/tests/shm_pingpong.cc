@@ -67,7 +67,7 @@ bool g_via_core = false;
 class Side {
  public:
   Side(Endpoint* ep, bool busy)
-      : ep_(ep), t_(ep->t()), vt_(ep->t()->plugin().vtable()), ctx_(ep->t()->context()),
+      : ep_(ep), t_(&ep->t()), vt_(ep->t().plugin().vtable()), ctx_(ep->t().context()),
         busy_(busy) {}
 
   bool Poll() {
@@ -196,7 +196,7 @@ int RunPeer(const std::string& addr, bool busy, const std::vector<uint64_t>& siz
   }
   if (!side.SendsDone()) return 1;
   side.closing_ = true;
-  ep->t()->Close(conn);
+  ep->t().Close(conn);
   side.Until([&] { return side.closed_; });
   return 0;
 }
@@ -300,7 +300,7 @@ int main(int argc, char** argv) {
   auto child = Child::Spawn(self, args, env);
   if (!side.Until([&] { return side.conn_ != nullptr; })) return 1;
   ferry_conn_t* conn = side.conn_;
-  auto pa = ep->t()->PeerAddress(conn);
+  auto pa = ep->t().PeerAddress(conn);
   std::printf("shm ping-pong, %s mode, CPUs %d and %d, calls %s, %s\n",
               o.busy ? "busy-poll" : "sleep", o.cpu_a, o.cpu_b,
               g_via_core ? "through ferry::Transport" : "straight to the vtable",
@@ -333,8 +333,8 @@ int main(int argc, char** argv) {
                 raw_mbs > 0 ? mbs / raw_mbs : 0.0);
   }
   side.closing_ = true;
-  ep->t()->Close(conn);
+  ep->t().Close(conn);
   side.Until([&] { return side.closed_; });
-  ep->t()->CloseListener(l);
+  ep->t().CloseListener(l);
   return child->Wait() == 0 ? 0 : 1;
 }

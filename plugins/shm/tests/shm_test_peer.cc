@@ -54,14 +54,14 @@ int Echo(Endpoint* ep, ferry_conn_t* conn) {
       Status st = ep->Send(conn, m->header, segs, reinterpret_cast<void*>(id));
       if (st.ok()) break;
       if (st.code() != FERRY_UNAVAILABLE) return false;
-      ep->Poll();
+      ep->PollOnce();
     }
     sending[id] = std::move(m);
     return true;
   };
   for (;;) {
-    ep->Poll();
-    Ev ev;
+    ep->PollOnce();
+    Event ev;
     while (!ep->events().empty()) {
       ev = std::move(ep->events().front());
       ep->events().pop_front();
@@ -79,16 +79,16 @@ int Echo(Endpoint* ep, ferry_conn_t* conn) {
         m->header.assign(ev.header.begin(), ev.header.end());
         std::vector<void*> dests;
         bool all_inline = true;
-        for (auto& s : ev.segs) {
+        for (auto& s : ev.segments) {
           m->segs.emplace_back(s.length);
           dests.push_back(m->segs.back().data());
           all_inline &= s.inline_data != nullptr;
         }
         if (all_inline) {
-          for (size_t i = 0; i < ev.segs.size(); ++i) {
-            if (ev.segs[i].length) std::memcpy(dests[i], ev.segs[i].inline_data, ev.segs[i].length);
+          for (size_t i = 0; i < ev.segments.size(); ++i) {
+            if (ev.segments[i].length) std::memcpy(dests[i], ev.segments[i].inline_data, ev.segments[i].length);
           }
-          ep->t()->Discard(conn, ev.msg_id);
+          ep->t().Discard(conn, ev.msg_id);
           if (!send_back(std::move(m))) return 0;
         } else {
           uintptr_t id = next++;
@@ -117,8 +117,8 @@ int main(int argc, char** argv) {
     std::string addr = ep->Listen(&l);
     if (addr.empty()) return Die("listen failed");
     Say("listening " + addr);
-    Ev ev;
-    if (!PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_ACCEPTED, &ev); }, 30000)) {
+    Event ev;
+    if (!PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &ev); }, 30000)) {
       return Die("no connection");
     }
     Say("accepted");
@@ -128,14 +128,14 @@ int main(int argc, char** argv) {
     FillPattern(data.data(), data.size(), 7);
     if (!ep->Send(ev.conn, "big", {{data.data(), data.size()}}).ok()) return Die("send failed");
     Say("posted");
-    for (;;) ep->Poll();
+    for (;;) ep->PollOnce();
   }
   if (argc < 3) return Die("missing address");
   const std::string address = argv[2];
   ferry_conn_t* conn = ep->Connect(address);
   if (conn == nullptr) return Die("connect refused");
-  Ev ev;
-  if (!PumpUntil({ep.get()}, [&] { return ep->Take(FERRY_EV_CONNECTED, &ev); })) {
+  Event ev;
+  if (!PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CONNECTED, &ev); })) {
     return Die("no CONNECTED");
   }
   if (mode == "connect") {
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
     FillPattern(data.data(), data.size(), 7);
     if (!ep->Send(conn, "big", {{data.data(), data.size()}}).ok()) return Die("send failed");
     Say("posted");
-    for (;;) ep->Poll();
+    for (;;) ep->PollOnce();
   }
   return Die("unknown mode " + mode);
 }

@@ -1,5 +1,7 @@
 #include "shm_test_util.h"
 
+#include "testkit/plugin.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,78 +19,45 @@ extern char** environ;
 namespace ferry_shm_test {
 
 std::shared_ptr<const ferry::Plugin> LoadShm() {
-  ferry::LoaderOptions o;
-  o.search_path = {FERRY_SHM_PLUGIN_DIR};
-  ferry::PluginLoader loader(o);
-  auto p = loader.Load("shm");
+  auto p = ferry::testkit::LoadPlugin(FERRY_SHM_PLUGIN_DIR, "shm");
   return p.ok() ? p.value() : nullptr;
 }
 
+namespace {
+
+ferry::testkit::Endpoint::Options ShmOptions(uint32_t flags) {
+  ferry::testkit::Endpoint::Options o;
+  o.flags = flags;
+  o.instance = "shm-test";
+  o.expect_progress_ok = false;
+  o.expect_event_messages = false;
+  return o;
+}
+
+}  // namespace
+
+Endpoint::Endpoint(uint32_t flags) : ferry::testkit::Endpoint(LoadShm(), ShmOptions(flags)) {}
+
 std::unique_ptr<Endpoint> Endpoint::Open(uint32_t flags, std::string* why) {
-  auto plugin = LoadShm();
-  if (plugin == nullptr) {
-    if (why) *why = "libferry-shm.so not found in " FERRY_SHM_PLUGIN_DIR;
-    return nullptr;
+  std::unique_ptr<Endpoint> e(new Endpoint(flags));
+  if (e->ok()) return e;
+  if (why) {
+    *why = e->status().code() == FERRY_NOT_FOUND && LoadShm() == nullptr
+               ? "libferry-shm.so not found in " FERRY_SHM_PLUGIN_DIR
+               : e->status().ToString();
   }
-  auto t = ferry::Transport::Open(plugin, flags, "shm-test");
-  if (!t.ok()) {
-    if (why) *why = t.status().ToString();
-    return nullptr;
-  }
-  std::unique_ptr<Endpoint> e(new Endpoint());
-  e->t_ = std::move(t).value();
-  return e;
-}
-
-Endpoint::~Endpoint() = default;
-
-size_t Endpoint::Poll() {
-  uint32_t n = 0;
-  Status st = t_->Progress(buf_.data(), static_cast<uint32_t>(buf_.size()), &n);
-  if (!st.ok()) return 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    const ferry_event_t& e = buf_[i];
-    Ev ev;
-    ev.type = e.type;
-    ev.status = e.status;
-    ev.conn = e.conn;
-    ev.user_data = e.user_data;
-    ev.conn_user_data = e.conn_user_data;
-    if (e.message) ev.message = e.message;
-    ev.msg_id = e.msg_id;
-    if (e.type == FERRY_EV_ARRIVAL) {
-      const auto* h = static_cast<const unsigned char*>(e.header);
-      if (h) ev.header.assign(h, h + e.header_len);
-      for (uint32_t s = 0; s < e.num_segments; ++s) {
-        ev.segs.push_back(*FERRY_ELEMENT_AT(const ferry_arrival_segment_t, e.segments,
-                                            e.segment_stride, s));
-      }
-    }
-    events_.push_back(std::move(ev));
-  }
-  return n;
-}
-
-bool Endpoint::Take(int32_t type, Ev* out, ferry_conn_t* conn) {
-  for (auto it = events_.begin(); it != events_.end(); ++it) {
-    if (it->type == type && (conn == nullptr || it->conn == conn)) {
-      *out = std::move(*it);
-      events_.erase(it);
-      return true;
-    }
-  }
-  return false;
+  return nullptr;
 }
 
 std::string Endpoint::Listen(ferry_listener_t** out, const std::string& address) {
-  if (!t_->Listen(address, nullptr, out).ok()) return "";
-  auto a = t_->ListenerAddress(*out);
+  if (!t().Listen(address, nullptr, out).ok()) return "";
+  auto a = t().ListenerAddress(*out);
   return a.ok() ? a.value() : "";
 }
 
 ferry_conn_t* Endpoint::Connect(const std::string& address, void* user_data) {
   ferry_conn_t* c = nullptr;
-  return t_->Connect(address, user_data, &c).ok() ? c : nullptr;
+  return t().Connect(address, user_data, &c).ok() ? c : nullptr;
 }
 
 Status Endpoint::Send(ferry_conn_t* conn, const std::string& header,
@@ -109,16 +78,16 @@ Status Endpoint::Send(ferry_conn_t* conn, const std::string& header,
   a.segments = segs.data();
   a.segment_stride = sizeof(ferry_segment_t);
   a.user_data = user_data;
-  return t_->Send(conn, a);
+  return t().Send(conn, a);
 }
 
-Status Endpoint::PlaceAll(const Ev& arrival, const std::vector<void*>& dests,
+Status Endpoint::PlaceAll(const Event& arrival, const std::vector<void*>& dests,
                           void* user_data) {
-  std::vector<ferry_place_dest_t> d(arrival.segs.size());
+  std::vector<ferry_place_dest_t> d(arrival.segments.size());
   for (size_t i = 0; i < d.size(); ++i) {
     d[i].struct_size = sizeof(ferry_place_dest_t);
     d[i].device = {FERRY_DEVICE_CPU, 0};
-    const ferry_arrival_segment_t& s = arrival.segs[i];
+    const Event::Segment& s = arrival.segments[i];
     if (s.inline_data != nullptr) {
       if (s.length) std::memcpy(dests[i], s.inline_data, s.length);
     } else {
@@ -133,46 +102,12 @@ Status Endpoint::PlaceAll(const Ev& arrival, const std::vector<void*>& dests,
   a.dests = d.data();
   a.dest_stride = sizeof(ferry_place_dest_t);
   a.user_data = user_data;
-  return t_->Place(arrival.conn, a);
+  return t().Place(arrival.conn, a);
 }
 
-bool PumpUntil(std::initializer_list<Endpoint*> eps, const std::function<bool()>& done,
-               int timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    for (Endpoint* e : eps) e->Poll();
-  }
-  return true;
-}
-
-void FillPattern(void* data, size_t len, uint64_t seed) {
-  auto* p = static_cast<unsigned char*>(data);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  size_t i = 0;
-  for (; i + 8 <= len; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(p + i, &x, 8);
-  }
-  for (; i < len; ++i) p[i] = static_cast<unsigned char>(i * 31 + seed);
-}
-
-int64_t PatternMismatch(const void* data, size_t len, uint64_t seed) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  size_t i = 0;
-  for (; i + 8 <= len; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    if (std::memcmp(p + i, &x, 8) != 0) return static_cast<int64_t>(i);
-  }
-  for (; i < len; ++i) {
-    if (p[i] != static_cast<unsigned char>(i * 31 + seed)) return static_cast<int64_t>(i);
-  }
-  return -1;
+bool PumpUntil(std::initializer_list<ferry::testkit::Endpoint*> eps,
+               const std::function<bool()>& done, int timeout_ms) {
+  return ferry::testkit::PumpUntil(eps, done, std::chrono::milliseconds(timeout_ms));
 }
 
 std::unique_ptr<Child> Child::Spawn(const std::string& exe, const std::vector<std::string>& args,

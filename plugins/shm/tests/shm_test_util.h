@@ -1,13 +1,15 @@
 // What the shm tests, their helper peer and the ping-pong driver share: the
-// plugin loaded from the build tree through the production loader, an
-// Endpoint (one context plus the events it returned), and helpers to spawn
-// a peer process (posix_spawn of a helper executable: a real exec, not a
-// fork) and talk to it by lines on a pipe.
+// shm plugin bound to the testkit's endpoints (conformance/testkit:
+// production loader, owned event copies, pumping until a condition holds),
+// the shm tests' own ways of posting and answering messages, and helpers to
+// spawn a peer process (posix_spawn of a helper executable: a real exec, not
+// a fork) and talk to it by lines on a pipe.
 #pragma once
 
 #include "loader/host_services.h"
-#include "loader/plugin_loader.h"
-#include "transport/transport.h"
+#include "testkit/endpoint.h"
+#include "testkit/event.h"
+#include "testkit/pattern.h"
 
 #include <ferry/transport.h>
 
@@ -15,7 +17,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -25,39 +26,21 @@
 namespace ferry_shm_test {
 
 using ferry::Status;
+using ferry::testkit::Event;
+using ferry::testkit::FillPattern;
+using ferry::testkit::PatternMismatch;
 using Clock = std::chrono::steady_clock;
 
 // libferry-shm.so from FERRY_SHM_PLUGIN_DIR (a compile definition).
 std::shared_ptr<const ferry::Plugin> LoadShm();
 
-// An owned copy of an event (ARRIVAL's header and inline bytes are copied
-// too, so they outlive the answer).
-struct Ev {
-  int32_t type = 0;
-  ferry_status_t status = FERRY_OK;
-  ferry_conn_t* conn = nullptr;
-  void* user_data = nullptr;
-  void* conn_user_data = nullptr;
-  std::string message;
-  uint64_t msg_id = 0;
-  std::vector<unsigned char> header;
-  std::vector<ferry_arrival_segment_t> segs;  // inline_data still borrowed
-};
-
-class Endpoint {
+// A context of the shm plugin. Its polls check nothing (shm's tests look at
+// the events themselves), and its helpers report failures by value rather
+// than EXPECT, since several tests expect a call to fail.
+class Endpoint : public ferry::testkit::Endpoint {
  public:
   // init() with `flags`; nullptr (with a gtest-free message in *why) on failure.
   static std::unique_ptr<Endpoint> Open(uint32_t flags = 0, std::string* why = nullptr);
-  ~Endpoint();
-
-  ferry::Transport* t() { return t_.get(); }
-  int wakeup_fd() const { return t_->info().wakeup_fd; }
-
-  // One progress() call; events are appended to events(). Returns how many.
-  size_t Poll();
-  std::deque<Ev>& events() { return events_; }
-  // Removes and returns the first event of `type` (on `conn` if given).
-  bool Take(int32_t type, Ev* out, ferry_conn_t* conn = nullptr);
 
   std::string Listen(ferry_listener_t** out, const std::string& address = "");
   ferry_conn_t* Connect(const std::string& address, void* user_data = nullptr);
@@ -67,21 +50,15 @@ class Endpoint {
               void* user_data = nullptr);
   // Places every segment of `arrival`: inline ones copied into dests[i],
   // the others placed there. dests[i] must hold the segment.
-  Status PlaceAll(const Ev& arrival, const std::vector<void*>& dests, void* user_data);
+  Status PlaceAll(const Event& arrival, const std::vector<void*>& dests, void* user_data);
 
  private:
-  std::unique_ptr<ferry::Transport> t_;
-  std::deque<Ev> events_;
-  std::vector<ferry_event_t> buf_ = std::vector<ferry_event_t>(64);
+  explicit Endpoint(uint32_t flags);
 };
 
 // Progresses every endpoint until done() holds; false after timeout_ms.
-bool PumpUntil(std::initializer_list<Endpoint*> eps, const std::function<bool()>& done,
-               int timeout_ms = 10000);
-
-// Fills / checks a deterministic byte pattern (offset of first mismatch or -1).
-void FillPattern(void* data, size_t len, uint64_t seed);
-int64_t PatternMismatch(const void* data, size_t len, uint64_t seed);
+bool PumpUntil(std::initializer_list<ferry::testkit::Endpoint*> eps,
+               const std::function<bool()>& done, int timeout_ms = 10000);
 
 // A helper process: `exe` with `args`, its stdout a pipe we read by lines.
 class Child {

@@ -2,6 +2,9 @@
 
 #include "wire.h"
 
+#include "testkit/pattern.h"
+#include "testkit/plugin.h"
+
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -12,216 +15,45 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
+#include <stdexcept>
 
 namespace ferry_tcp_test {
 
 namespace wire = ferry_tcp::wire;
 
 std::shared_ptr<const ferry::Plugin> TcpPlugin() {
-  static std::shared_ptr<const ferry::Plugin> plugin = [] {
-    ferry::LoaderOptions options;
-    options.search_path = {FERRY_TCP_PLUGIN_DIR};
-    ferry::PluginLoader loader(options);
-    auto loaded = loader.Load("tcp");
-    if (!loaded.ok()) {
-      ADD_FAILURE() << "cannot load the tcp plugin from " << FERRY_TCP_PLUGIN_DIR
-                    << ": " << loaded.status().ToString();
-      return std::shared_ptr<const ferry::Plugin>();
-    }
-    return loaded.value();
-  }();
-  return plugin;
-}
-
-std::string Describe(const Event& e) {
-  std::string s = "event type " + std::to_string(e.type) + " status " +
-                  std::to_string(e.status);
-  if (!e.message.empty()) s += " (" + e.message + ")";
-  return s;
-}
-
-Endpoint::Endpoint(uint32_t flags) {
-  auto plugin = TcpPlugin();
-  if (!plugin) throw std::runtime_error("tcp plugin not loaded");
-  auto opened = ferry::Transport::Open(plugin, flags, "test");
-  if (!opened.ok()) {
-    throw std::runtime_error("tcp init failed: " + opened.status().ToString());
+  auto loaded = ferry::testkit::LoadPlugin(FERRY_TCP_PLUGIN_DIR, "tcp");
+  if (!loaded.ok()) {
+    ADD_FAILURE() << "cannot load the tcp plugin from " << FERRY_TCP_PLUGIN_DIR << ": "
+                  << loaded.status().ToString();
+    return nullptr;
   }
-  transport_ = std::move(opened).value();
+  return loaded.value();
 }
 
-size_t Endpoint::PollOnce() {
-  ferry_event_t raw[64];
-  uint32_t n = 0;
-  ferry::Status st = transport_->Progress(raw, 64, &n);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  for (uint32_t i = 0; i < n; ++i) {
-    const ferry_event_t& r = raw[i];
-    Event e;
-    e.type = r.type;
-    e.status = r.status;
-    e.conn = r.conn;
-    e.user_data = r.user_data;
-    e.conn_user_data = r.conn_user_data;
-    e.message = r.message != nullptr ? r.message : "";
-    if (r.status != FERRY_OK) {
-      EXPECT_FALSE(e.message.empty()) << "failed event without a message";
-    }
-    if (r.type == FERRY_EV_ARRIVAL) {
-      e.msg_id = r.msg_id;
-      e.header.assign(static_cast<const char*>(r.header), r.header_len);
-      for (uint32_t s = 0; s < r.num_segments; ++s) {
-        const ferry_arrival_segment_t* seg = FERRY_ELEMENT_AT(
-            const ferry_arrival_segment_t, r.segments, r.segment_stride, s);
-        Event::Segment copy;
-        copy.length = seg->length;
-        copy.device = seg->device;
-        copy.is_inline = seg->inline_data != nullptr;
-        if (copy.is_inline) {
-          copy.bytes.assign(static_cast<const char*>(seg->inline_data),
-                            seg->length);
-        }
-        e.segments.push_back(std::move(copy));
-      }
-    }
-    events_.push_back(std::move(e));
-  }
-  return n;
+namespace {
+
+ferry::testkit::Endpoint::Options TcpOptions(uint32_t flags) {
+  ferry::testkit::Endpoint::Options o;
+  o.flags = flags;
+  return o;
 }
 
-bool Endpoint::Has(int32_t type, ferry_conn_t* conn) const {
-  return Count(type, conn) > 0;
+}  // namespace
+
+Endpoint::Endpoint(uint32_t flags) : ferry::testkit::Endpoint(TcpPlugin(), TcpOptions(flags)) {
+  if (!ok()) throw std::runtime_error("tcp init failed: " + status().ToString());
 }
 
-size_t Endpoint::Count(int32_t type, ferry_conn_t* conn) const {
-  size_t n = 0;
-  for (const Event& e : events_) {
-    if (e.type == type && (conn == nullptr || e.conn == conn)) ++n;
-  }
-  return n;
-}
-
-Event Endpoint::Take(int32_t type, ferry_conn_t* conn) {
-  for (auto it = events_.begin(); it != events_.end(); ++it) {
-    if (it->type == type && (conn == nullptr || it->conn == conn)) {
-      Event e = std::move(*it);
-      events_.erase(it);
-      return e;
-    }
-  }
-  ADD_FAILURE() << "no event of type " << type << " waiting";
-  return Event{};
-}
-
-std::string Endpoint::Listen(const std::string& address,
-                             ferry_listener_t** out) {
-  ferry::Status st = transport_->Listen(address, nullptr, out);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  if (!st.ok()) return "";
-  auto addr = transport_->ListenerAddress(*out);
-  EXPECT_TRUE(addr.ok()) << addr.status().ToString();
-  return addr.ok() ? addr.value() : "";
-}
-
-bool PumpUntil(std::initializer_list<Endpoint*> endpoints,
-               const std::function<bool()>& done,
-               std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    for (Endpoint* e : endpoints) e->PollOnce();
-  }
-  return true;
-}
-
-void PumpFor(std::initializer_list<Endpoint*> endpoints,
-             std::chrono::milliseconds duration) {
-  auto until = Clock::now() + duration;
-  while (Clock::now() < until) {
-    for (Endpoint* e : endpoints) e->PollOnce();
-  }
-}
-
-Link Connect(Endpoint* client, Endpoint* server,
-             const std::string& listen_address) {
+Link Connect(Endpoint* client, Endpoint* server, const std::string& listen_address) {
   Link link;
-  link.address = server->Listen(listen_address, &link.listener);
-  ferry::Status st = client->t().Connect(link.address, nullptr, &link.client);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  EXPECT_TRUE(PumpUntil({client, server}, [&] {
-    return client->Has(FERRY_EV_CONNECTED, link.client) &&
-           server->Has(FERRY_EV_ACCEPTED);
-  })) << "connect to " << link.address << " did not complete";
-  Event connected = client->Take(FERRY_EV_CONNECTED, link.client);
-  EXPECT_EQ(connected.status, FERRY_OK) << connected.message;
-  link.server = server->Take(FERRY_EV_ACCEPTED).conn;
+  ferry::testkit::Connect(client, server, listen_address, &link);
   return link;
-}
-
-void CloseLink(Endpoint* client, Endpoint* server, const Link& link) {
-  client->t().Close(link.client);
-  server->t().Close(link.server);
-  EXPECT_TRUE(PumpUntil({client, server}, [&] {
-    return client->Has(FERRY_EV_CLOSED, link.client) &&
-           server->Has(FERRY_EV_CLOSED, link.server);
-  }));
-  server->t().CloseListener(link.listener);
-}
-
-ferry_segment_t Segment(const void* data, uint64_t length,
-                        int32_t device_type) {
-  ferry_segment_t s{};
-  s.struct_size = sizeof s;
-  s.data = data;
-  s.length = length;
-  s.device.type = device_type;
-  return s;
-}
-
-ferry_send_args_t SendArgs(const std::string& header,
-                           const std::vector<ferry_segment_t>& segments,
-                           void* user_data) {
-  ferry_send_args_t a{};
-  a.struct_size = sizeof a;
-  a.header = header.data();
-  a.header_len = header.size();
-  a.num_segments = static_cast<uint32_t>(segments.size());
-  a.segments = segments.data();
-  a.segment_stride = sizeof(ferry_segment_t);
-  a.user_data = user_data;
-  return a;
-}
-
-ferry_place_dest_t Dest(void* data, uint64_t capacity) {
-  ferry_place_dest_t d{};
-  d.struct_size = sizeof d;
-  d.data = data;
-  d.capacity = capacity;
-  d.device.type = FERRY_DEVICE_CPU;
-  return d;
-}
-
-ferry_place_args_t PlaceArgs(uint64_t msg_id,
-                             const std::vector<ferry_place_dest_t>& dests,
-                             void* user_data) {
-  ferry_place_args_t a{};
-  a.struct_size = sizeof a;
-  a.num_dests = static_cast<uint32_t>(dests.size());
-  a.msg_id = msg_id;
-  a.dests = dests.data();
-  a.dest_stride = sizeof(ferry_place_dest_t);
-  a.user_data = user_data;
-  return a;
 }
 
 std::vector<uint8_t> Pattern(size_t size, uint32_t seed) {
   std::vector<uint8_t> v(size);
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < size; ++i) {
-    x = x * 1664525u + 1013904223u;
-    v[i] = static_cast<uint8_t>(x >> 24);
-  }
+  ferry::testkit::FillPattern(v.data(), v.size(), seed);
   return v;
 }
 
