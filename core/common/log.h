@@ -3,14 +3,14 @@
 // (error, warn, info, debug, trace, or 0-4) sets the level; default: warn.
 #pragma once
 
-#include <ferry/transport.h>
+#include <ferry/common.h>
 
 #include <cstdint>
 #include <string>
 
 namespace ferry::log {
 
-// The level in force (FERRY_LOG_* from transport.h). Read from
+// The level in force (FERRY_LOG_* from ferry/common.h). Read from
 // FERRY_LOG_LEVEL on first use.
 int32_t Level();
 void SetLevel(int32_t level);

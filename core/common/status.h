@@ -3,7 +3,7 @@
 // never throws across its own interfaces.
 #pragma once
 
-#include <ferry/transport.h>
+#include <ferry/common.h>
 
 #include <memory>
 #include <optional>
