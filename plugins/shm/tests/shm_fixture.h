@@ -5,7 +5,7 @@
 #pragma once
 
 #include "shm_layout.h"
-#include "shm_test_util.h"
+#include "shm_test_support.h"
 
 #include "testkit/params.h"
 

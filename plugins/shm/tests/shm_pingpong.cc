@@ -9,7 +9,7 @@
 // A round trip is what a caller reusing its buffers waits for: send, the
 // echo's arrival placed (or copied, when inline), and the send's SEND_DONE.
 #include "raw_floor.h"
-#include "shm_test_util.h"
+#include "shm_test_support.h"
 
 #include <poll.h>
 #include <sched.h>

@@ -12,7 +12,7 @@
 //                          7), print "posted", progress until killed
 //   connect <address> [uid] optionally drop to `uid` first, connect, print
 //                          "result <status code> <message>", exit
-#include "shm_test_util.h"
+#include "shm_test_support.h"
 
 #include <unistd.h>
 

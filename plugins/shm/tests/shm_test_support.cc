@@ -1,4 +1,4 @@
-#include "shm_test_util.h"
+#include "shm_test_support.h"
 
 #include "testkit/plugin.h"
 
