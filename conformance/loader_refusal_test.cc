@@ -8,13 +8,13 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
-#include <cctype>
-#include <vector>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace ferry {
 namespace {
@@ -38,7 +38,8 @@ bool HasWord(const std::string& text, const std::string& word) {
     return s;
   };
   auto boundary = [](const std::string& s, size_t i) {
-    return i >= s.size() || !(std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_');
+    return i >= s.size() ||
+           !(std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_');
   };
   const std::string t = lower(text), w = lower(word);
   for (size_t at = t.find(w); at != std::string::npos; at = t.find(w, at + 1)) {
@@ -69,8 +70,8 @@ bool HasWord(const std::string& text, const std::string& word) {
   }
   std::string list;
   for (const std::string& w : any) list += (list.empty() ? "" : "|") + w;
-  return ::testing::AssertionFailure()
-         << "the message does not say " << what << " (any of " << list << "):\n  " << text;
+  return ::testing::AssertionFailure() << "the message does not say " << what
+                                       << " (any of " << list << "):\n  " << text;
 }
 
 ::testing::AssertionResult Mentions(const std::string& text, const std::string& words,
@@ -80,12 +81,14 @@ bool HasWord(const std::string& text, const std::string& word) {
 
 struct Refusal {
   const char* fixture;
-  ferry_status_t code;                 // FERRY_OK: any failing code
-  std::vector<std::string> wrong;      // all of these words: what is wrong
-  std::vector<std::string> to_do;      // any of these words: what to do
+  ferry_status_t code;             // FERRY_OK: any failing code
+  std::vector<std::string> wrong;  // all of these words: what is wrong
+  std::vector<std::string> to_do;  // any of these words: what to do
 };
 
-void PrintTo(const Refusal& r, std::ostream* os) { *os << r.fixture; }
+void PrintTo(const Refusal& r, std::ostream* os) {
+  *os << r.fixture;
+}
 
 class RefusalTest : public ::testing::TestWithParam<Refusal> {};
 
@@ -103,7 +106,8 @@ TEST_P(RefusalTest, RefusedWithAClearMessage) {
       << "the message does not name the file:\n  " << s.message();
   // The rest is judged without the path (it contains words like "fixtures").
   std::string rest = s.message();
-  for (size_t at; (at = rest.find(path)) != std::string::npos;) rest.erase(at, path.size());
+  for (size_t at; (at = rest.find(path)) != std::string::npos;)
+    rest.erase(at, path.size());
   EXPECT_TRUE(MentionsAll(rest, r.wrong, "what is wrong"));
   EXPECT_TRUE(MentionsAny(rest, r.to_do, "what to do"));
   // Kept for `ferry info`.
@@ -117,24 +121,31 @@ TEST_P(RefusalTest, RefusedWithAClearMessage) {
   EXPECT_FALSE(again.ok());
 }
 
-const std::vector<std::string> kActions = {"rebuild", "fix", "use", "implement", "set",
-                                           "check", "install", "export", "define",
-                                           "update", "upgrade", "return"};
+const std::vector<std::string> kActions = {"rebuild", "fix",    "use",     "implement",
+                                           "set",     "check",  "install", "export",
+                                           "define",  "update", "upgrade", "return"};
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, RefusalTest,
     ::testing::Values(
         Refusal{"fx_wrong_major", FERRY_INCOMPATIBLE, {"major"}, {"rebuild"}},
         // Its range starts at FERRY_TRANSPORT_ABI_MINOR + 10: 0.11 for ABI 0.1.
-        Refusal{"fx_no_overlap", FERRY_INCOMPATIBLE, {"0.11"}, {"rebuild", "upgrade", "update"}},
+        Refusal{"fx_no_overlap",
+                FERRY_INCOMPATIBLE,
+                {"0.11"},
+                {"rebuild", "upgrade", "update"}},
         Refusal{"fx_bad_minor", FERRY_OK, {"minor"}, kActions},
         Refusal{"fx_null_vtable", FERRY_OK, {"vtable"}, kActions},
         Refusal{"fx_null_required", FERRY_OK, {"progress"}, kActions},
         Refusal{"fx_short_vtable", FERRY_OK, {"listen", "struct_size"}, kActions},
-        Refusal{"fx_no_entry", FERRY_OK, {"ferry_transport_negotiate"},
+        Refusal{"fx_no_entry",
+                FERRY_OK,
+                {"ferry_transport_negotiate"},
                 {"FERRY_TRANSPORT_EXPORT", "ferry_add_transport_plugin", "export"}},
         Refusal{"fx_garbage", FERRY_OK, {"dynamic loader"}, kActions}),
-    [](const ::testing::TestParamInfo<Refusal>& p) { return std::string(p.param.fixture); });
+    [](const ::testing::TestParamInfo<Refusal>& p) {
+      return std::string(p.param.fixture);
+    });
 
 TEST(LoaderRefusal, MissingFileAndUnknownName) {
   PluginLoader loader = FixtureLoader();
@@ -146,7 +157,8 @@ TEST(LoaderRefusal, MissingFileAndUnknownName) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), FERRY_NOT_FOUND);
   EXPECT_TRUE(Mentions(unknown.status().message(), "tried", "what was tried"));
-  EXPECT_TRUE(Mentions(unknown.status().message(), "fx_init_fails", "the closest plugin"));
+  EXPECT_TRUE(
+      Mentions(unknown.status().message(), "fx_init_fails", "the closest plugin"));
 }
 
 TEST(LoaderRefusal, FailingInitIsReportedWithThePluginsReason) {
@@ -156,7 +168,8 @@ TEST(LoaderRefusal, FailingInitIsReportedWithThePluginsReason) {
   auto t = Transport::Open(plugin.value());
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), FERRY_UNAVAILABLE);
-  EXPECT_TRUE(Mentions(t.status().message(), "no fixture device", "the plugin's own reason"));
+  EXPECT_TRUE(
+      Mentions(t.status().message(), "no fixture device", "the plugin's own reason"));
   EXPECT_TRUE(Mentions(t.status().message(), "fx_init_fails", "which transport"));
 }
 
@@ -168,7 +181,8 @@ TEST(LoaderRefusal, ExceptionFromInitBecomesInternal) {
     auto t = Transport::Open(plugin.value());
     ASSERT_FALSE(t.ok());
     EXPECT_EQ(t.status().code(), FERRY_INTERNAL);
-    EXPECT_TRUE(Mentions(t.status().message(), "deliberate exception", "the exception's text"));
+    EXPECT_TRUE(
+        Mentions(t.status().message(), "deliberate exception", "the exception's text"));
     EXPECT_TRUE(Mentions(t.status().message(), "exception", "that it was an exception"));
     EXPECT_TRUE(Mentions(t.status().message(), "fx_init_throws", "which transport"));
   }
@@ -177,7 +191,8 @@ TEST(LoaderRefusal, ExceptionFromInitBecomesInternal) {
 TEST(LoaderRefusal, MissingOptionalEntriesAreUnsupported) {
   PluginLoader loader = FixtureLoader();
   auto plugin = loader.Load(Fixture("fx_optional_missing"));
-  ASSERT_TRUE(plugin.ok()) << "optional entries are optional: " << plugin.status().ToString();
+  ASSERT_TRUE(plugin.ok()) << "optional entries are optional: "
+                           << plugin.status().ToString();
   auto opened = Transport::Open(plugin.value());
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   Transport& t = *opened.value();
@@ -242,13 +257,13 @@ std::string Tail(const std::string& s) {
 
 TEST(RunnerOnBrokenPlugins, RefusedPluginIsAFailureNotACrash) {
   const std::string json = ::testing::TempDir() + "/ferry-refusal-report.json";
-  RunResult r = RunConformance("--plugin " + Fixture("fx_null_required") + " --json " + json);
+  RunResult r =
+      RunConformance("--plugin " + Fixture("fx_null_required") + " --json " + json);
   ASSERT_TRUE(WIFEXITED(r.wait_status)) << "the runner died:\n" << Tail(r.output);
   EXPECT_EQ(WEXITSTATUS(r.wait_status), 1) << Tail(r.output);
   EXPECT_NE(r.output.find("FAIL     LOAD-1"), std::string::npos) << Tail(r.output);
   EXPECT_TRUE(Mentions(r.output, "progress", "why it did not load"));
-  EXPECT_NE(r.output.find("\n0 passed, 1 failed, "), std::string::npos)
-      << Tail(r.output);
+  EXPECT_NE(r.output.find("\n0 passed, 1 failed, "), std::string::npos) << Tail(r.output);
   std::ifstream in(json);
   std::stringstream text;
   text << in.rdbuf();
@@ -259,7 +274,8 @@ TEST(RunnerOnBrokenPlugins, RefusedPluginIsAFailureNotACrash) {
 
 TEST(RunnerOnBrokenPlugins, ThrowingInitFailsEveryContextTestAndNothingCrashes) {
   RunResult r = RunConformance("--plugin " + Fixture("fx_init_throws") +
-                               " --gtest_filter=*LoadTest*:*NegotiationTest*:*LifecycleTest.Init*:*AbiTest.Query*");
+                               " --gtest_filter=*LoadTest*:*NegotiationTest*:*"
+                               "LifecycleTest.Init*:*AbiTest.Query*");
   ASSERT_TRUE(WIFEXITED(r.wait_status)) << "the runner died:\n" << Tail(r.output);
   EXPECT_EQ(WEXITSTATUS(r.wait_status), 1) << Tail(r.output);
   EXPECT_NE(r.output.find("PASS     LOAD-1"), std::string::npos) << Tail(r.output);
@@ -268,7 +284,8 @@ TEST(RunnerOnBrokenPlugins, ThrowingInitFailsEveryContextTestAndNothingCrashes) 
 }
 
 TEST(RunnerOnBrokenPlugins, UnavailableIsNotRunAndStrictMakesItFail) {
-  const std::string filter = " --gtest_filter=*LoadTest*:*LifecycleTest.Init*:*MessagingTest.Sizes*";
+  const std::string filter =
+      " --gtest_filter=*LoadTest*:*LifecycleTest.Init*:*MessagingTest.Sizes*";
   RunResult lenient = RunConformance("--plugin " + Fixture("fx_init_fails") + filter);
   ASSERT_TRUE(WIFEXITED(lenient.wait_status)) << Tail(lenient.output);
   EXPECT_EQ(WEXITSTATUS(lenient.wait_status), 0) << Tail(lenient.output);
@@ -278,7 +295,8 @@ TEST(RunnerOnBrokenPlugins, UnavailableIsNotRunAndStrictMakesItFail) {
   EXPECT_NE(lenient.output.find("\n1 passed, 0 failed, 2 not run\n"), std::string::npos)
       << Tail(lenient.output);
 
-  RunResult strict = RunConformance("--strict --plugin " + Fixture("fx_init_fails") + filter);
+  RunResult strict =
+      RunConformance("--strict --plugin " + Fixture("fx_init_fails") + filter);
   ASSERT_TRUE(WIFEXITED(strict.wait_status)) << Tail(strict.output);
   EXPECT_EQ(WEXITSTATUS(strict.wait_status), 1) << Tail(strict.output);
   EXPECT_NE(strict.output.find("\n1 passed, 2 failed, 0 not run\n"), std::string::npos)

@@ -75,7 +75,8 @@ long TimeoutSeconds(const char* where, const std::string& text) {
   char* end = nullptr;
   const long v = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || v < 0) {
-    std::fprintf(stderr, "ferry-conformance: %s takes whole seconds (0 = never), not '%s'\n",
+    std::fprintf(stderr,
+                 "ferry-conformance: %s takes whole seconds (0 = never), not '%s'\n",
                  where, text.c_str());
     std::exit(2);
   }
@@ -96,8 +97,7 @@ std::string Basename(const std::string& path) {
 
 std::string LabelFor(const std::string& name, const std::string& requested) {
   if (!name.empty()) return Sanitize(name);
-  std::string from_file =
-      ferry::PluginLoader::NameFromFileName(Basename(requested));
+  std::string from_file = ferry::PluginLoader::NameFromFileName(Basename(requested));
   return Sanitize(from_file.empty() ? Basename(requested) : from_file);
 }
 
@@ -134,8 +134,8 @@ int main(int argc, char** argv) {
     auto value = [&](const std::string& flag, std::string* out) {
       if (arg == flag) {
         if (i + 1 >= argc) {
-          std::fprintf(stderr, "ferry-conformance: %s needs a value\n%s",
-                       flag.c_str(), kUsage);
+          std::fprintf(stderr, "ferry-conformance: %s needs a value\n%s", flag.c_str(),
+                       kUsage);
           std::exit(2);
         }
         *out = argv[++i];
@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "--list-requirements") {
       for (const auto& r : ferry::conformance::Requirements()) {
-        std::printf("%-8s %s%s%s%s\n", r.id, r.title,
-                    r.gate[0] ? "  (needs " : "", r.gate, r.gate[0] ? ")" : "");
+        std::printf("%-8s %s%s%s%s\n", r.id, r.title, r.gate[0] ? "  (needs " : "",
+                    r.gate, r.gate[0] ? ")" : "");
       }
       return 0;
     } else if (arg == "--strict") {
@@ -173,8 +173,8 @@ int main(int argc, char** argv) {
       user_filter |= arg.rfind("--gtest_filter", 0) == 0;
       gtest_args.push_back(argv[i]);
     } else {
-      std::fprintf(stderr, "ferry-conformance: unknown argument '%s'\n%s",
-                   arg.c_str(), kUsage);
+      std::fprintf(stderr, "ferry-conformance: unknown argument '%s'\n%s", arg.c_str(),
+                   kUsage);
       return 2;
     }
   }
@@ -184,16 +184,18 @@ int main(int argc, char** argv) {
   std::string requirement_filter;
   if (!requirement_ids.empty()) {
     if (user_filter) {
-      std::fprintf(stderr, "ferry-conformance: use --requirement or --gtest_filter, not both\n");
+      std::fprintf(stderr,
+                   "ferry-conformance: use --requirement or --gtest_filter, not both\n");
       return 2;
     }
     requirement_filter = "--gtest_filter=";
     for (const std::string& id : requirement_ids) {
       const auto* r = ferry::conformance::FindRequirementById(id);
       if (r == nullptr) {
-        std::fprintf(stderr,
-                     "ferry-conformance: unknown requirement '%s' (see --list-requirements)\n",
-                     id.c_str());
+        std::fprintf(
+            stderr,
+            "ferry-conformance: unknown requirement '%s' (see --list-requirements)\n",
+            id.c_str());
         return 2;
       }
       if (requirement_filter.back() != '=') requirement_filter += ':';
@@ -243,8 +245,7 @@ int main(int argc, char** argv) {
       AddCase(std::move(c), &labels);
     }
     if (PluginCases().empty()) {
-      std::fprintf(stderr,
-                   "ferry-conformance: no transport plugin found. Searched:\n");
+      std::fprintf(stderr, "ferry-conformance: no transport plugin found. Searched:\n");
       for (const std::string& dir : loader.options().search_path) {
         std::fprintf(stderr, "  %s\n", dir.c_str());
       }

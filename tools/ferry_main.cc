@@ -50,7 +50,8 @@ std::set<std::string> AvailableCommands() {
       std::string file = entry.path().filename().string();
       if (file.rfind("ferry-", 0) == 0 && access(entry.path().c_str(), X_OK) == 0) {
         std::string cmd = file.substr(6);
-        for (char& c : cmd) if (c == '-') c = ' ';
+        for (char& c : cmd)
+          if (c == '-') c = ' ';
         out.insert(cmd);
       }
     }
@@ -62,7 +63,8 @@ int Usage(FILE* out) {
   std::fprintf(out,
                "usage: ferry <command> [args...]\n\n"
                "Commands found beside this program and on PATH:\n");
-  for (const std::string& cmd : AvailableCommands()) std::fprintf(out, "  ferry %s\n", cmd.c_str());
+  for (const std::string& cmd : AvailableCommands())
+    std::fprintf(out, "  ferry %s\n", cmd.c_str());
   std::fprintf(out,
                "\nEach runs the program ferry-<command> (words joined by '-'); "
                "`ferry <command> --help` shows its options.\n");
@@ -92,10 +94,13 @@ int main(int argc, char** argv) {
     for (int i = 1 + n; i < argc; ++i) args.push_back(argv[i]);
     args.push_back(nullptr);
     execv(program.c_str(), args.data());
-    std::fprintf(stderr, "ferry: cannot run %s: %s\n", program.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "ferry: cannot run %s: %s\n", program.c_str(),
+                 std::strerror(errno));
     return 127;
   }
-  std::fprintf(stderr, "ferry: '%s' is not a ferry command (no program ferry-%s beside ferry or on PATH).\n\n",
+  std::fprintf(stderr,
+               "ferry: '%s' is not a ferry command (no program ferry-%s beside ferry or "
+               "on PATH).\n\n",
                argv[1], argv[1]);
   return Usage(stderr);
 }

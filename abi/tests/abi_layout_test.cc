@@ -18,12 +18,13 @@ static_assert(FERRY_DEVICE_CPU == kDLCPU, "device code must match DLPack");
 static_assert(FERRY_DEVICE_CUDA == kDLCUDA, "device code must match DLPack");
 static_assert(FERRY_DEVICE_CUDA_HOST == kDLCUDAHost, "device code must match DLPack");
 static_assert(FERRY_DEVICE_ROCM == kDLROCM, "device code must match DLPack");
-static_assert(FERRY_DEVICE_CUDA_MANAGED == kDLCUDAManaged, "device code must match DLPack");
+static_assert(FERRY_DEVICE_CUDA_MANAGED == kDLCUDAManaged,
+              "device code must match DLPack");
 static_assert(sizeof(ferry_device_t) == 8, "ferry_device_t is two int32_t");
 
-#define FERRY_CHECK_STRUCT(type, macro)                                       \
-  static_assert(macro == sizeof(type), #macro " must name the last field of " \
-                                              #type " (and it has no tail padding)"); \
+#define FERRY_CHECK_STRUCT(type, macro)                                             \
+  static_assert(macro == sizeof(type), #macro " must name the last field of " #type \
+                                              " (and it has no tail padding)");     \
   static_assert(offsetof(type, struct_size) == 0, "struct_size comes first in " #type)
 
 FERRY_CHECK_STRUCT(ferry_host_services_t, FERRY_HOST_SERVICES_STRUCT_SIZE);

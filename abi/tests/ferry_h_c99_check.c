@@ -5,7 +5,8 @@
 #include <ferry/ferry.h>
 
 #ifdef FERRY_TRANSPORT_H_
-#error "ferry/ferry.h includes ferry/transport.h: applications must not see the plugin ABI"
+#error \
+    "ferry/ferry.h includes ferry/transport.h: applications must not see the plugin ABI"
 #endif
 
 /* The shared names are there without transport.h. */

@@ -16,8 +16,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr,
-                 "usage: %s PLUGIN.so BUSY(0|1) ROUND_TRIPS [IDLE]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s PLUGIN.so BUSY(0|1) ROUND_TRIPS [IDLE]\n", argv[0]);
     return 2;
   }
   const bool busy = std::atoi(argv[2]) != 0;

@@ -59,7 +59,8 @@ class RawPair {
  public:
   explicit RawPair(const std::string& provider) {
     for (Side* s : {&a_, &b_}) {
-      s->ep = Check(RawFabricEndpoint::Open(provider, /*want_rma=*/false, PollMode::kBusy));
+      s->ep =
+          Check(RawFabricEndpoint::Open(provider, /*want_rma=*/false, PollMode::kBusy));
       s->region = Check(s->ep->Register(s->rx, sizeof s->rx));
     }
     a_.peer = Check(a_.ep->InsertPeer(b_.ep->name()));
@@ -88,8 +89,8 @@ class RawPair {
 
   void PostRecv(Side& s) {
     ssize_t rc;
-    while ((rc = fi_recv(s.ep->ep(), s.rx, sizeof s.rx, s.region.desc,
-                         FI_ADDR_UNSPEC, nullptr)) == -FI_EAGAIN) {
+    while ((rc = fi_recv(s.ep->ep(), s.rx, sizeof s.rx, s.region.desc, FI_ADDR_UNSPEC,
+                         nullptr)) == -FI_EAGAIN) {
       Progress(s);
     }
     if (rc != 0) Die(s.ep->Error("fi_recv", rc).ToString());
@@ -134,7 +135,8 @@ double TimePerRoundTrip(long n, Fn&& fn) {
   const auto t0 = Clock::now();
   fn(n);
   const auto t1 = Clock::now();
-  return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n);
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() /
+         static_cast<double>(n);
 }
 
 int Main(int argc, char** argv) {
@@ -149,14 +151,21 @@ int Main(int argc, char** argv) {
       if (i + 1 >= argc) Die(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--plugin") plugin = next();
-    else if (a == "--provider") provider = next();
-    else if (a == "--rounds") rounds = std::atol(next().c_str());
-    else if (a == "--per-round") per_round = std::atol(next().c_str());
-    else if (a == "--json") json = next();
-    else Die("unknown option " + a + " (see the comment at the top of fabric_cpu.cc)");
+    if (a == "--plugin")
+      plugin = next();
+    else if (a == "--provider")
+      provider = next();
+    else if (a == "--rounds")
+      rounds = std::atol(next().c_str());
+    else if (a == "--per-round")
+      per_round = std::atol(next().c_str());
+    else if (a == "--json")
+      json = next();
+    else
+      Die("unknown option " + a + " (see the comment at the top of fabric_cpu.cc)");
   }
-  if (rounds < 2 || per_round < 1) Die("--rounds must be at least 2 and --per-round at least 1");
+  if (rounds < 2 || per_round < 1)
+    Die("--rounds must be at least 2 and --per-round at least 1");
   if (provider.empty()) provider = DefaultFabricProvider();
   if (provider.empty()) Die("libfabric offers no RDM provider on this machine");
   setenv("FERRY_FABRIC_PROVIDER", provider.c_str(), 1);  // the plugin's too
@@ -184,18 +193,20 @@ int Main(int argc, char** argv) {
     ratio.push_back(tf / tr);
   }
   Series q{ratio};
-  std::printf("one thread, provider %s, %ld rounds of %ld round trips each, alternating\n",
-              raw.provider().c_str(), rounds, per_round);
+  std::printf(
+      "one thread, provider %s, %ld rounds of %ld round trips each, alternating\n",
+      raw.provider().c_str(), rounds, per_round);
   std::printf("  %-58s median %7.1f ns  p10 %7.1f  p90 %7.1f\n",
               "libfabric (fi_inject, fi_cq_read, fi_recv; 64 B)", r.Quantile(0.5),
               r.Quantile(0.1), r.Quantile(0.9));
   std::printf("  %-58s median %7.1f ns  p10 %7.1f  p90 %7.1f\n",
               "ferry fabric plugin (C ABI; 16 B header + 64 B segment)", f.Quantile(0.5),
               f.Quantile(0.1), f.Quantile(0.9));
-  std::printf("  ferry / libfabric, round by round: median %.3fx (p10 %.3fx, p90 %.3fx); "
-              "ferry adds %.1f ns per round trip\n",
-              q.Quantile(0.5), q.Quantile(0.1), q.Quantile(0.9),
-              f.Quantile(0.5) - r.Quantile(0.5));
+  std::printf(
+      "  ferry / libfabric, round by round: median %.3fx (p10 %.3fx, p90 %.3fx); "
+      "ferry adds %.1f ns per round trip\n",
+      q.Quantile(0.5), q.Quantile(0.1), q.Quantile(0.9),
+      f.Quantile(0.5) - r.Quantile(0.5));
   if (!json.empty()) {
     FILE* out = std::fopen(json.c_str(), "w");
     if (out == nullptr) Die("cannot write " + json + ": " + std::strerror(errno));
@@ -216,4 +227,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace ferry::bench
 
-int main(int argc, char** argv) { return ferry::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return ferry::bench::Main(argc, argv);
+}

@@ -30,8 +30,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,7 +50,8 @@ void Pin(int cpu) {
 }
 
 double Ns(Clock::duration d) {
-  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  return static_cast<double>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
 
 struct Summary {
@@ -79,12 +80,14 @@ DLManagedTensor* View(void* data, int64_t bytes) {
   b->t.dl_tensor.dtype = {kDLUInt, 8, 1};
   b->t.dl_tensor.shape = b->shape;
   b->t.manager_ctx = b;
-  b->t.deleter = [](DLManagedTensor* self) { delete static_cast<Box*>(self->manager_ctx); };
+  b->t.deleter = [](DLManagedTensor* self) {
+    delete static_cast<Box*>(self->manager_ctx);
+  };
   return &b->t;
 }
 
-int RunPeer(const std::string& store, const std::string& job, const std::string& transport,
-            bool busy) {
+int RunPeer(const std::string& store, const std::string& job,
+            const std::string& transport, bool busy) {
   Pin(1);
   ferry::Worker::Options o;
   o.name = "peer";
@@ -99,7 +102,8 @@ int RunPeer(const std::string& store, const std::string& job, const std::string&
     for (uint32_t i = 0; i < args.num_tensors(); ++i) p.Tensor(args.TakeTensor(i));
     c.Reply(std::move(p));
   });
-  w.Register("value", [](ferry::Call& c, ferry::Message) { c.Reply(ferry::Payload("v")); });
+  w.Register("value",
+             [](ferry::Call& c, ferry::Message) { c.Reply(ferry::Payload("v")); });
   w.Register("owned", [&w](ferry::Call& c, ferry::Message) {
     c.Reply(ferry::Payload(std::to_string(w.Stats().owned_rrefs)));
   });
@@ -119,10 +123,12 @@ struct Transport64 {
 Transport64 TransportPingPong(const std::string& self_dir, const std::string& plugin,
                               bool busy, int iters) {
   Transport64 t;
-  const std::string json = "/tmp/ferry-bench-rpc-transport-" + std::to_string(getpid()) + ".json";
+  const std::string json =
+      "/tmp/ferry-bench-rpc-transport-" + std::to_string(getpid()) + ".json";
   const std::string cmd = self_dir + "/ferry-bench-transport --plugin " + plugin +
                           " --sizes 64 --iters " + std::to_string(iters) + " --mode " +
-                          (busy ? "busy" : "sleep") + " --json " + json + " > /dev/null 2>&1";
+                          (busy ? "busy" : "sleep") + " --json " + json +
+                          " > /dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) return t;
   std::ifstream in(json);
   std::stringstream ss;
@@ -184,7 +190,8 @@ double JoinMs(int n, const std::string& transport) {
 // functions; the peer exits when the pipe to its stdin closes.
 class Session {
  public:
-  Session(const char* self, const std::string& transport, bool busy, const std::string& tag) {
+  Session(const char* self, const std::string& transport, bool busy,
+          const std::string& tag) {
     sched_getaffinity(0, sizeof start_cpus_, &start_cpus_);
     Pin(0);
     const std::string job = "bench-rpc-" + std::to_string(getpid()) + "-" + tag;
@@ -197,9 +204,9 @@ class Session {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_addclose(&fa, in[1]);
-    std::vector<std::string> args = {self, "--peer", "--store", me_->store_address(),
-                                     "--job", job, "--transport", transport,
-                                     "--busy", busy ? "1" : "0"};
+    std::vector<std::string> args = {
+        self,          "--peer",  "--store", me_->store_address(), "--job", job,
+        "--transport", transport, "--busy",  busy ? "1" : "0"};
     std::vector<char*> av;
     for (auto& a : args) av.push_back(a.data());
     av.push_back(nullptr);
@@ -282,7 +289,8 @@ std::vector<std::pair<int64_t, Summary>> TensorEcho(ferry::Worker& me, int iters
   for (int64_t size : {int64_t(1) << 10, int64_t(64) << 10, int64_t(1) << 20,
                        int64_t(16) << 20, int64_t(64) << 20}) {
     std::vector<char> buf(static_cast<size_t>(size), 1);
-    const int n = std::max(10, static_cast<int>(std::min<int64_t>(iters, (int64_t(1) << 30) / size)));
+    const int n = std::max(
+        10, static_cast<int>(std::min<int64_t>(iters, (int64_t(1) << 30) / size)));
     std::vector<double> t;
     for (int i = 0; i < n + 3; ++i) {
       ferry::Payload p;
@@ -370,7 +378,8 @@ int main(int argc, char** argv) {
       continue;
     }
     if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown)) {
-      std::fprintf(stderr, "ferry bench rpc: unknown option '%s'\n\n%s", k.c_str(), kUsage);
+      std::fprintf(stderr, "ferry bench rpc: unknown option '%s'\n\n%s", k.c_str(),
+                   kUsage);
       return 2;
     }
     if (i + 1 >= argc) {
@@ -421,10 +430,11 @@ int main(int argc, char** argv) {
       Session s(argv[0], transport, busy, std::string(mode) + std::to_string(r));
       const Summary noop = NoopRpcSync(s.me(), iters);
       const double rref = RRefCreateDelete(s.me(), round_rrefs);
-      std::printf("  round %d: transport ping-pong %5.1f us (raw TCP %5.1f), rpc_sync no-op "
-                  "%5.1f us (p99 %5.1f): core adds %4.1f us; RRef create+delete %5.1f us\n",
-                  r + 1, tp.ferry_median / 1e3, tp.raw_median / 1e3, noop.median / 1e3,
-                  noop.p99 / 1e3, (noop.median - tp.ferry_median) / 1e3, rref);
+      std::printf(
+          "  round %d: transport ping-pong %5.1f us (raw TCP %5.1f), rpc_sync no-op "
+          "%5.1f us (p99 %5.1f): core adds %4.1f us; RRef create+delete %5.1f us\n",
+          r + 1, tp.ferry_median / 1e3, tp.raw_median / 1e3, noop.median / 1e3,
+          noop.p99 / 1e3, (noop.median - tp.ferry_median) / 1e3, rref);
       tp_median.push_back(tp.ferry_median);
       tp_raw.push_back(tp.raw_median);
       noop_median.push_back(noop.median);
@@ -438,17 +448,19 @@ int main(int argc, char** argv) {
     }
     const auto [omin, omax] = std::minmax_element(overhead.begin(), overhead.end());
     const auto [rmin, rmax] = std::minmax_element(rref_us.begin(), rref_us.end());
-    std::printf("  rpc_sync no-op      median %8.1f us  p99 %8.1f us", MedianOf(noop_median) / 1e3,
-                MedianOf(noop_p99) / 1e3);
+    std::printf("  rpc_sync no-op      median %8.1f us  p99 %8.1f us",
+                MedianOf(noop_median) / 1e3, MedianOf(noop_p99) / 1e3);
     if (tp_ok) {
-      std::printf("   | transport ping-pong median %.1f us (raw TCP %.1f us): core adds %.1f us "
-                  "(median of %d rounds; %.1f .. %.1f)", MedianOf(tp_median) / 1e3,
-                  MedianOf(tp_raw) / 1e3, MedianOf(overhead) / 1e3, rounds, *omin / 1e3,
-                  *omax / 1e3);
+      std::printf(
+          "   | transport ping-pong median %.1f us (raw TCP %.1f us): core adds %.1f us "
+          "(median of %d rounds; %.1f .. %.1f)",
+          MedianOf(tp_median) / 1e3, MedianOf(tp_raw) / 1e3, MedianOf(overhead) / 1e3,
+          rounds, *omin / 1e3, *omax / 1e3);
     }
-    std::printf("\n  RRef create+delete  %8.1f us amortized over %d per round (median of %d "
-                "rounds; %.1f .. %.1f; until the owner freed all)\n",
-                MedianOf(rref_us), round_rrefs, rounds, *rmin, *rmax);
+    std::printf(
+        "\n  RRef create+delete  %8.1f us amortized over %d per round (median of %d "
+        "rounds; %.1f .. %.1f; until the owner freed all)\n",
+        MedianOf(rref_us), round_rrefs, rounds, *rmin, *rmax);
 
     // join time
     std::vector<std::pair<int, double>> joins;
@@ -457,8 +469,9 @@ int main(int argc, char** argv) {
       for (int rep = 0; rep < 5; ++rep) t.push_back(JoinMs(n, transport));
       std::sort(t.begin(), t.end());
       joins.push_back({n, t[t.size() / 2]});
-      std::printf("  join %d workers      %8.2f ms (median of 5; store start to all %d seen)\n",
-                  n, t[t.size() / 2], n);
+      std::printf(
+          "  join %d workers      %8.2f ms (median of 5; store start to all %d seen)\n",
+          n, t[t.size() / 2], n);
     }
 
     js << (first_suite ? "" : ", ") << "{\"mode\": \"" << mode << "\", "
@@ -477,11 +490,13 @@ int main(int argc, char** argv) {
     }
     js << "}, \"tensor_echo\": [";
     for (size_t i = 0; i < echo.size(); ++i) {
-      js << (i ? ", " : "") << "{\"bytes\": " << echo[i].first << ", \"median_ns\": "
-         << echo[i].second.median << ", \"p99_ns\": " << echo[i].second.p99 << "}";
+      js << (i ? ", " : "") << "{\"bytes\": " << echo[i].first
+         << ", \"median_ns\": " << echo[i].second.median
+         << ", \"p99_ns\": " << echo[i].second.p99 << "}";
     }
     js << "], \"rref_create_delete_us\": " << MedianOf(rref_us)
-       << ", \"rref_create_delete_us_per_round\": " << JsonArray(rref_us) << ", \"join_ms\": {";
+       << ", \"rref_create_delete_us_per_round\": " << JsonArray(rref_us)
+       << ", \"join_ms\": {";
     for (size_t i = 0; i < joins.size(); ++i) {
       js << (i ? ", " : "") << "\"" << joins[i].first << "\": " << joins[i].second;
     }

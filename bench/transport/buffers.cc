@@ -10,17 +10,15 @@
 
 namespace ferry::bench {
 
-StatusOr<std::unique_ptr<Buffer>> Buffer::Allocate(uint64_t size,
-                                                   uint8_t fill) {
+StatusOr<std::unique_ptr<Buffer>> Buffer::Allocate(uint64_t size, uint8_t fill) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t mapped = ((size == 0 ? 1 : size) + page - 1) / page * page;
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p =
+      mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    return Status(FERRY_RESOURCE_EXHAUSTED,
-                  "cannot map a " + std::to_string(mapped) +
-                      "-byte buffer: " + std::strerror(errno) +
-                      "; use smaller --sizes");
+    return Status(FERRY_RESOURCE_EXHAUSTED, "cannot map a " + std::to_string(mapped) +
+                                                "-byte buffer: " + std::strerror(errno) +
+                                                "; use smaller --sizes");
   }
   auto* bytes = static_cast<uint8_t*>(p);
   // Writing every byte faults every page in now (and gives the echo check a
@@ -31,7 +29,9 @@ StatusOr<std::unique_ptr<Buffer>> Buffer::Allocate(uint64_t size,
   return std::unique_ptr<Buffer>(new Buffer(bytes, size, mapped));
 }
 
-Buffer::~Buffer() { munmap(data_, mapped_); }
+Buffer::~Buffer() {
+  munmap(data_, mapped_);
+}
 
 StatusOr<BufferSet> AllocateClientBuffers(uint64_t max_size) {
   BufferSet set;

@@ -19,8 +19,7 @@ class Buffer {
  public:
   // mmap()s `size` bytes (rounded up to a page) and writes every page, so no
   // page fault happens later. `fill` seeds a byte pattern (i * 131 + fill).
-  static StatusOr<std::unique_ptr<Buffer>> Allocate(uint64_t size,
-                                                    uint8_t fill);
+  static StatusOr<std::unique_ptr<Buffer>> Allocate(uint64_t size, uint8_t fill);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -43,8 +42,8 @@ class Buffer {
 // answer from a send buffer of their own. (Sending back the buffer just
 // received into would make every reply read lines the receive just wrote:
 // when the two CPUs share no cache, a different and much slower traffic
-// pattern from the reference's at large sizes.) The client checks that each reply arrived intact and the peer checks each
-// request (measure.cc).
+// pattern from the reference's at large sizes.) The client checks that each reply arrived
+// intact and the peer checks each request (measure.cc).
 struct BufferSet {
   std::unique_ptr<Buffer> send;               // client only (else null)
   std::unique_ptr<Buffer> reply;              // peer only (else null)

@@ -20,8 +20,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int MillisLeft(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - Clock::now());
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return left.count() < 0 ? 0 : static_cast<int>(left.count());
 }
 
@@ -92,13 +92,12 @@ StatusOr<std::unique_ptr<ExternalProgram>> ExternalProgram::Start(
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err[1], 2);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(),
-                             environ);
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-    return Status(FERRY_UNKNOWN, "cannot start " + argv[0] + " (posix_spawn " +
-                                     all[0] + "): " + std::strerror(rc));
+    return Status(FERRY_UNKNOWN, "cannot start " + argv[0] + " (posix_spawn " + all[0] +
+                                     "): " + std::strerror(rc));
   }
   close(out[1]);
   close(err[1]);
@@ -156,9 +155,9 @@ StatusOr<bool> ExternalProgram::WaitForStderrLine(const std::string& marker,
     if (out_fd_ < 0 && err_fd_ < 0) return false;
     const int left = MillisLeft(deadline);
     if (left == 0) {
-      return Status(FERRY_DEADLINE_EXCEEDED,
-                    name_ + " did not print '" + marker + "' within " +
-                        std::to_string(timeout_ms) + " ms");
+      return Status(FERRY_DEADLINE_EXCEEDED, name_ + " did not print '" + marker +
+                                                 "' within " +
+                                                 std::to_string(timeout_ms) + " ms");
     }
     auto more = ReadSome(left);
     if (!more.ok()) return more.status();
@@ -170,9 +169,8 @@ Status ExternalProgram::Finish(int timeout_ms) {
   while (out_fd_ >= 0 || err_fd_ >= 0) {
     const int left = MillisLeft(deadline);
     if (left == 0) {
-      return Status(FERRY_DEADLINE_EXCEEDED,
-                    name_ + " did not finish within " +
-                        std::to_string(timeout_ms) + " ms");
+      return Status(FERRY_DEADLINE_EXCEEDED, name_ + " did not finish within " +
+                                                 std::to_string(timeout_ms) + " ms");
     }
     auto more = ReadSome(left);
     if (!more.ok()) return more.status();
@@ -182,8 +180,7 @@ Status ExternalProgram::Finish(int timeout_ms) {
   int status = 0;
   while (waitpid(pid_, &status, 0) < 0) {
     if (errno != EINTR) {
-      return Status(FERRY_UNKNOWN, "waitpid(" + name_ + "): " +
-                                       std::strerror(errno));
+      return Status(FERRY_UNKNOWN, "waitpid(" + name_ + "): " + std::strerror(errno));
     }
   }
   reaped_ = true;

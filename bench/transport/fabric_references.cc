@@ -44,12 +44,10 @@ ReferenceInfo FiPingPongInfo(const Options& o) {
 class RawFabricReference final : public Reference {
  public:
   explicit RawFabricReference(const Options& o)
-      : info_(RawFabricInfo(o)),
-        provider_(o.fabric_provider),
-        path_(o.raw_fabric_path) {}
+      : info_(RawFabricInfo(o)), provider_(o.fabric_provider), path_(o.raw_fabric_path) {}
   const ReferenceInfo& info() const override { return info_; }
-  StatusOr<std::unique_ptr<ReferenceListener>> Listen(
-      PollMode mode, BufferSet* buffers) override {
+  StatusOr<std::unique_ptr<ReferenceListener>> Listen(PollMode mode,
+                                                      BufferSet* buffers) override {
     auto pp = RawFabricPingPong::Open(provider_, path_, mode, buffers);
     if (!pp.ok()) return pp.status();
     return std::unique_ptr<ReferenceListener>(
@@ -57,9 +55,9 @@ class RawFabricReference final : public Reference {
             std::move(pp).value()));
   }
   // Sends the hello and returns; the peer's answer is read on first use.
-  StatusOr<std::unique_ptr<PingPongClient>> Connect(
-      const std::string& address, PollMode mode,
-      BufferSet* buffers) override {
+  StatusOr<std::unique_ptr<PingPongClient>> Connect(const std::string& address,
+                                                    PollMode mode,
+                                                    BufferSet* buffers) override {
     auto pp = RawFabricPingPong::Open(provider_, path_, mode, buffers);
     if (!pp.ok()) return pp.status();
     Status st = pp.value()->Connect(address);
@@ -80,12 +78,10 @@ class FiPingPongReference final : public Reference {
         provider_(o.fabric_provider),
         program_(std::move(program)) {}
   const ReferenceInfo& info() const override { return info_; }
-  StatusOr<std::unique_ptr<ReferenceListener>> Listen(PollMode,
-                                                      BufferSet*) override {
+  StatusOr<std::unique_ptr<ReferenceListener>> Listen(PollMode, BufferSet*) override {
     return Status(FERRY_UNIMPLEMENTED, "fi_pingpong is a batch reference");
   }
-  StatusOr<std::unique_ptr<PingPongClient>> Connect(const std::string&,
-                                                    PollMode,
+  StatusOr<std::unique_ptr<PingPongClient>> Connect(const std::string&, PollMode,
                                                     BufferSet*) override {
     return Status(FERRY_UNIMPLEMENTED, "fi_pingpong is a batch reference");
   }

@@ -26,9 +26,9 @@ constexpr ferry_device_t kCpu = {FERRY_DEVICE_CPU, 0};
 using Clock = std::chrono::steady_clock;
 
 Status Deadline(const char* what, int timeout_ms) {
-  return Status(FERRY_DEADLINE_EXCEEDED,
-                std::string("ferry: ") + what + " did not happen within " +
-                    std::to_string(timeout_ms) + " ms");
+  return Status(FERRY_DEADLINE_EXCEEDED, std::string("ferry: ") + what +
+                                             " did not happen within " +
+                                             std::to_string(timeout_ms) + " ms");
 }
 
 }  // namespace
@@ -44,8 +44,7 @@ StatusOr<std::unique_ptr<FerryPingPong>> FerryPingPong::Open(
   // mode (shm's spin_us) is told not to, or a 64-byte "sleeping" round trip
   // would be a spinning one. Plugins without the parameter never read it.
   if (!busy) SetPluginParam(plugin->name(), "spin_us", "0");
-  auto transport = Transport::Open(std::move(plugin),
-                                   busy ? FERRY_INIT_BUSY_POLL : 0u,
+  auto transport = Transport::Open(std::move(plugin), busy ? FERRY_INIT_BUSY_POLL : 0u,
                                    busy ? "bench-busy" : "bench-sleep");
   if (!transport.ok()) return transport.status();
   std::unique_ptr<FerryPingPong> pp(
@@ -55,8 +54,8 @@ StatusOr<std::unique_ptr<FerryPingPong>> FerryPingPong::Open(
   return pp;
 }
 
-FerryPingPong::FerryPingPong(std::unique_ptr<Transport> transport,
-                             PollMode mode, BufferSet* buffers)
+FerryPingPong::FerryPingPong(std::unique_ptr<Transport> transport, PollMode mode,
+                             BufferSet* buffers)
     : transport_(std::move(transport)),
       mode_(mode),
       buffers_(buffers),
@@ -157,8 +156,8 @@ Status FerryPingPong::BrokenError() const {
 Status FerryPingPong::Poll() {
   uint32_t n = 0;
   ++counters_.calls;
-  Status st = transport_->Progress(events_.data(),
-                                   static_cast<uint32_t>(events_.size()), &n);
+  Status st =
+      transport_->Progress(events_.data(), static_cast<uint32_t>(events_.size()), &n);
   if (!st.ok()) return st;
   Status first;
   for (uint32_t i = 0; i < n; ++i) {
@@ -224,14 +223,14 @@ Status FerryPingPong::Handle(const ferry_event_t& ev) {
       uint64_t said = 0;
       switch (ReadArrival(ev, &a, &said)) {
         case ArrivalFault::kShortHeader:
-          return Status(FERRY_DATA_LOSS,
-                        "ferry: arrival with a " + std::to_string(ev.header_len) +
-                            "-byte header, expected " +
-                            std::to_string(sizeof(WireHeader)));
+          return Status(FERRY_DATA_LOSS, "ferry: arrival with a " +
+                                             std::to_string(ev.header_len) +
+                                             "-byte header, expected " +
+                                             std::to_string(sizeof(WireHeader)));
         case ArrivalFault::kLengthMismatch:
-          return Status(FERRY_DATA_LOSS,
-                        "ferry: header says " + std::to_string(said) +
-                            " bytes, the segment has " + std::to_string(a.length));
+          return Status(FERRY_DATA_LOSS, "ferry: header says " + std::to_string(said) +
+                                             " bytes, the segment has " +
+                                             std::to_string(a.length));
         case ArrivalFault::kNone:
           break;
       }
@@ -263,8 +262,8 @@ Status FerryPingPong::Handle(const ferry_event_t& ev) {
 }
 
 FerryPingPong::ArrivalFault FerryPingPong::ReadArrival(const ferry_event_t& ev,
-                                                      Arrival* a,
-                                                      uint64_t* said_length) {
+                                                       Arrival* a,
+                                                       uint64_t* said_length) {
   a->msg_id = ev.msg_id;
   a->num_segments = ev.num_segments;
   if (ev.header_len < sizeof(WireHeader) || ev.header == nullptr) {
@@ -274,8 +273,8 @@ FerryPingPong::ArrivalFault FerryPingPong::ReadArrival(const ferry_event_t& ev,
   std::memcpy(&h, ev.header, sizeof h);
   a->seq = h.seq;
   if (ev.num_segments >= 1) {
-    const auto* seg = FERRY_ELEMENT_AT(const ferry_arrival_segment_t,
-                                       ev.segments, ev.segment_stride, 0);
+    const auto* seg = FERRY_ELEMENT_AT(const ferry_arrival_segment_t, ev.segments,
+                                       ev.segment_stride, 0);
     a->length = seg->length;
     a->inline_data = seg->inline_data;
   }
@@ -291,8 +290,8 @@ bool FerryPingPong::TakeArrival(const ferry_event_t& ev) {
   return true;
 }
 
-Status FerryPingPong::PostSend(uint64_t seq, const uint8_t* data,
-                               uint64_t size, ferry_mr_t* mr) {
+Status FerryPingPong::PostSend(uint64_t seq, const uint8_t* data, uint64_t size,
+                               ferry_mr_t* mr) {
   const WireHeader h{seq, size};
   ferry_segment_t seg{};
   seg.struct_size = sizeof seg;
@@ -313,8 +312,8 @@ Status FerryPingPong::PostSend(uint64_t seq, const uint8_t* data,
   return st;
 }
 
-Status FerryPingPong::SendRetrying(uint64_t seq, const uint8_t* data,
-                                   uint64_t size, ferry_mr_t* mr) {
+Status FerryPingPong::SendRetrying(uint64_t seq, const uint8_t* data, uint64_t size,
+                                   ferry_mr_t* mr) {
   for (;;) {
     Status st = PostSend(seq, data, size, mr);
     if (st.code() != FERRY_UNAVAILABLE) return st;
@@ -340,9 +339,8 @@ Status FerryPingPong::WaitArrival(Arrival* out) {
 Status FerryPingPong::CheckFits(const Arrival& a, uint32_t slot) const {
   if (a.num_segments != 1 || a.length > buffers_->recv[slot]->size()) {
     return Status(FERRY_DATA_LOSS,
-                  "ferry: unexpected arrival: " +
-                      std::to_string(a.num_segments) + " segments, " +
-                      std::to_string(a.length) + " bytes");
+                  "ferry: unexpected arrival: " + std::to_string(a.num_segments) +
+                      " segments, " + std::to_string(a.length) + " bytes");
   }
   return Status();
 }
@@ -423,10 +421,10 @@ Status FerryPingPong::RoundTrip(uint64_t size) {
   st = WaitArrival(&a);
   if (!st.ok()) return st;
   if (a.seq != seq || a.length != size) {
-    return Status(FERRY_DATA_LOSS,
-                  "ferry: expected echo #" + std::to_string(seq) + " of " +
-                      std::to_string(size) + " bytes, got #" +
-                      std::to_string(a.seq) + " of " + std::to_string(a.length));
+    return Status(FERRY_DATA_LOSS, "ferry: expected echo #" + std::to_string(seq) +
+                                       " of " + std::to_string(size) + " bytes, got #" +
+                                       std::to_string(a.seq) + " of " +
+                                       std::to_string(a.length));
   }
   if (a.inline_data != nullptr) {
     // Eager: the echo's bytes are copied into recv[0] now; the arrival is
@@ -451,8 +449,7 @@ Status FerryPingPong::Echo(uint64_t size) {
   if (!st.ok()) return st;
   if (a.length != size) {
     return Status(FERRY_DATA_LOSS, "ferry: expected " + std::to_string(size) +
-                                       " bytes, got " +
-                                       std::to_string(a.length));
+                                       " bytes, got " + std::to_string(a.length));
   }
   const uint8_t* reply = buffers_->reply->data();
   if (a.inline_data != nullptr) {
@@ -497,19 +494,17 @@ Status FerryPingPong::Stream(uint64_t size, uint32_t count, uint32_t window) {
   return transport_->Discard(conn_, ack.msg_id);
 }
 
-Status FerryPingPong::StreamSink(uint64_t size, uint32_t count,
-                                 uint32_t window) {
-  const uint32_t ring = static_cast<uint32_t>(
-      std::min<size_t>(window, buffers_->recv.size()));
+Status FerryPingPong::StreamSink(uint64_t size, uint32_t count, uint32_t window) {
+  const uint32_t ring =
+      static_cast<uint32_t>(std::min<size_t>(window, buffers_->recv.size()));
   Status st = WaitSendsDone();  // recv[0] may still be lent to an echo
   for (uint32_t i = 0; st.ok() && i < count; ++i) {
     Arrival a;
     st = WaitArrival(&a);
     if (st.ok() && a.length != size) {
-      st = Status(FERRY_DATA_LOSS, "ferry: stream message of " +
-                                       std::to_string(a.length) +
-                                       " bytes, expected " +
-                                       std::to_string(size));
+      st =
+          Status(FERRY_DATA_LOSS, "ferry: stream message of " + std::to_string(a.length) +
+                                      " bytes, expected " + std::to_string(size));
     }
     const uint32_t slot = i % ring;
     if (st.ok()) st = WaitSlotFree(slot);

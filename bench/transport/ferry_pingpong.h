@@ -77,8 +77,7 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
     const void* inline_data = nullptr;  // borrowed until place/discard
   };
 
-  FerryPingPong(std::unique_ptr<Transport> transport, PollMode mode,
-                BufferSet* buffers);
+  FerryPingPong(std::unique_ptr<Transport> transport, PollMode mode, BufferSet* buffers);
   Status RegisterBuffers();
   // One progress() call and its events; in sleep mode, blocks on the wakeup
   // fd when progress() had nothing.
@@ -94,10 +93,8 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   void Sleep();
   // Posts one message: the header plus `size` bytes of `data` (no segment
   // when size is 0). UNAVAILABLE (back-pressure) is returned to the caller.
-  Status PostSend(uint64_t seq, const uint8_t* data, uint64_t size,
-                  ferry_mr_t* mr);
-  Status SendRetrying(uint64_t seq, const uint8_t* data, uint64_t size,
-                      ferry_mr_t* mr);
+  Status PostSend(uint64_t seq, const uint8_t* data, uint64_t size, ferry_mr_t* mr);
+  Status SendRetrying(uint64_t seq, const uint8_t* data, uint64_t size, ferry_mr_t* mr);
   Status WaitArrival(Arrival* out);
   // Discards the echo RoundTrip copied out and kept (if any).
   Status ReleaseHeldEcho();
@@ -117,15 +114,13 @@ class FerryPingPong final : public PingPongClient, public PingPongServer {
   Status WaitSlotFree(uint32_t slot);
   Status WaitSendsDone();
   // OK while the connection is healthy (inline: it runs in every wait loop).
-  Status CheckConn() const {
-    return broken_.ok() ? Status() : BrokenError();
-  }
+  Status CheckConn() const { return broken_.ok() ? Status() : BrokenError(); }
   Status BrokenError() const;
 
   std::unique_ptr<Transport> transport_;
   PollMode mode_;
   BufferSet* buffers_;
-  ferry_mr_t* send_mr_ = nullptr;  // the client's send, the peer's reply buffer
+  ferry_mr_t* send_mr_ = nullptr;     // the client's send, the peer's reply buffer
   std::vector<ferry_mr_t*> recv_mr_;  // parallel to buffers_->recv, or empty
   ferry_listener_t* listener_ = nullptr;
   ferry_conn_t* conn_ = nullptr;

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,15 +57,24 @@ StatusOr<uint16_t> FreeTcpPort() {
 }
 
 std::vector<std::string> CommonArgs(const std::string& program,
-                                    const std::string& provider,
-                                    uint64_t size, uint32_t iters) {
-  return {program, "-p", provider, "-e", "rdm", "-I", std::to_string(iters),
-          "-S", std::to_string(size)};
+                                    const std::string& provider, uint64_t size,
+                                    uint32_t iters) {
+  return {program,
+          "-p",
+          provider,
+          "-e",
+          "rdm",
+          "-I",
+          std::to_string(iters),
+          "-S",
+          std::to_string(size)};
 }
 
 }  // namespace
 
-uint32_t FiPingPongWarmup(uint32_t warmup) { return std::max(1u, warmup); }
+uint32_t FiPingPongWarmup(uint32_t warmup) {
+  return std::max(1u, warmup);
+}
 
 StatusOr<FiPingPongReport> ParseFiPingPongOutput(const std::string& text) {
   std::istringstream lines(text);
@@ -94,12 +103,12 @@ StatusOr<FiPingPongReport> ParseFiPingPongOutput(const std::string& text) {
   }
   return Status(FERRY_DATA_LOSS,
                 "cannot read fi_pingpong's result (expected a header with "
-                "usec/xfer and one line of 8 fields); it printed:\n" + text);
+                "usec/xfer and one line of 8 fields); it printed:\n" +
+                    text);
 }
 
 StatusOr<double> FiPingPongClient::RunOnce(uint64_t size, uint32_t iters) {
-  Status asked = control_->Send(std::string(kRunTag) + " " +
-                                std::to_string(size) + " " +
+  Status asked = control_->Send(std::string(kRunTag) + " " + std::to_string(size) + " " +
                                 std::to_string(iters));
   if (!asked.ok()) return asked;
   auto ready = control_->Receive(kStartTimeoutMs);
@@ -109,8 +118,8 @@ StatusOr<double> FiPingPongClient::RunOnce(uint64_t size, uint32_t iters) {
   unsigned port = 0;
   words >> tag >> port;
   if (tag != kReadyTag || port == 0 || port > 65535) {
-    return Status(FERRY_INTERNAL, "fi_pingpong: unexpected control message '" +
-                                      ready.value() + "'");
+    return Status(FERRY_INTERNAL,
+                  "fi_pingpong: unexpected control message '" + ready.value() + "'");
   }
   std::vector<std::string> argv = CommonArgs(program_, provider_, size, iters);
   for (const char* a : {"-P", "", "127.0.0.1"}) argv.push_back(a);
@@ -124,8 +133,8 @@ StatusOr<double> FiPingPongClient::RunOnce(uint64_t size, uint32_t iters) {
   return 2.0 * report.value().usec_per_xfer * iters;
 }
 
-Status FiPingPongClient::Run(uint64_t size, uint32_t warmup, uint32_t iters,
-                             double share, BatchResult* out) {
+Status FiPingPongClient::Run(uint64_t size, uint32_t warmup, uint32_t iters, double share,
+                             BatchResult* out) {
   const uint32_t short_run = FiPingPongWarmup(warmup);
   auto t_short = RunOnce(size, short_run);
   if (!t_short.ok()) return t_short.status();
@@ -140,8 +149,8 @@ Status FiPingPongClient::Run(uint64_t size, uint32_t warmup, uint32_t iters,
   if (seen_us < min_us) {
     const double per_rt_us =
         seen_us > 0 ? seen_us / iters : t_long.value() / (short_run + iters);
-    const double wanted = std::min(min_us / per_rt_us,
-                                   static_cast<double>(iters) * kMaxBatchFactor);
+    const double wanted =
+        std::min(min_us / per_rt_us, static_cast<double>(iters) * kMaxBatchFactor);
     if (wanted > iters * 1.5) {
       iters = static_cast<uint32_t>(wanted);
       t_long = RunOnce(size, short_run + iters);
@@ -154,17 +163,17 @@ Status FiPingPongClient::Run(uint64_t size, uint32_t warmup, uint32_t iters,
   out->iters = iters;
   char method[160];
   std::snprintf(method, sizeof method,
-                "(%.0f us for %u round trips - %.0f us for %u) / %u",
-                t_long.value(), short_run + iters, t_short.value(), short_run,
-                iters);
+                "(%.0f us for %u round trips - %.0f us for %u) / %u", t_long.value(),
+                short_run + iters, t_short.value(), short_run, iters);
   out->method = method;
   if (us <= 0) {
     // Too few iterations to see past the set-up's variation (a smoke run):
     // no figure rather than a wrong one.
     out->mean_rtt_ns = std::nan("");
-    out->note = "the longer run took no longer than the warm-up run: its "
-                "set-up time varies more than the run lasts (use more "
-                "--iters or --budget)";
+    out->note =
+        "the longer run took no longer than the warm-up run: its "
+        "set-up time varies more than the run lasts (use more "
+        "--iters or --budget)";
     std::fprintf(stderr, "note: fi_pingpong, size %llu: %s\n",
                  static_cast<unsigned long long>(size), out->note.c_str());
     return Status();
@@ -184,8 +193,7 @@ Status FiPingPongServer::ServeOnce(uint64_t size, uint32_t iters) {
     argv.push_back(std::to_string(port.value()));
     auto server = ExternalProgram::Start(argv);
     if (!server.ok()) return server.status();
-    auto listening =
-        server.value()->WaitForStderrLine(kListening, kStartTimeoutMs);
+    auto listening = server.value()->WaitForStderrLine(kListening, kStartTimeoutMs);
     if (!listening.ok()) return listening.status();
     if (!listening.value()) {
       // It exited before listening (the port was taken, or worse): keep
@@ -196,8 +204,8 @@ Status FiPingPongServer::ServeOnce(uint64_t size, uint32_t iters) {
       }
       continue;
     }
-    Status st = control_->Send(std::string(kReadyTag) + " " +
-                               std::to_string(port.value()));
+    Status st =
+        control_->Send(std::string(kReadyTag) + " " + std::to_string(port.value()));
     if (!st.ok()) return st;
     return server.value()->Finish(kRunTimeoutMs);
   }
@@ -215,8 +223,8 @@ Status FiPingPongServer::Serve(uint64_t size) {
     words >> tag >> run_size >> iters;
     if (tag != kRunTag || run_size != size || iters == 0 || iters > INT32_MAX) {
       return Status(FERRY_INTERNAL, "fi_pingpong: unexpected control message '" +
-                                        line.value() + "' (size " +
-                                        std::to_string(size) + ")");
+                                        line.value() + "' (size " + std::to_string(size) +
+                                        ")");
     }
     Status st = ServeOnce(size, static_cast<uint32_t>(iters));
     if (!st.ok()) return st;

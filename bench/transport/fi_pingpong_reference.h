@@ -44,11 +44,8 @@ class FiPingPongClient final : public BatchPingPongClient {
  public:
   // `program`: absolute path of fi_pingpong; `control`: borrowed, carries
   // the server's port.
-  FiPingPongClient(std::string program, std::string provider,
-                   ControlChannel* control)
-      : program_(std::move(program)),
-        provider_(std::move(provider)),
-        control_(control) {}
+  FiPingPongClient(std::string program, std::string provider, ControlChannel* control)
+      : program_(std::move(program)), provider_(std::move(provider)), control_(control) {}
   Status Run(uint64_t size, uint32_t warmup, uint32_t iters, double share,
              BatchResult* out) override;
 
@@ -63,11 +60,8 @@ class FiPingPongClient final : public BatchPingPongClient {
 
 class FiPingPongServer final : public BatchPingPongServer {
  public:
-  FiPingPongServer(std::string program, std::string provider,
-                   ControlChannel* control)
-      : program_(std::move(program)),
-        provider_(std::move(provider)),
-        control_(control) {}
+  FiPingPongServer(std::string program, std::string provider, ControlChannel* control)
+      : program_(std::move(program)), provider_(std::move(provider)), control_(control) {}
   Status Serve(uint64_t size) override;
 
  private:

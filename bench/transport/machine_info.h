@@ -10,15 +10,15 @@
 namespace ferry::bench {
 
 struct MachineInfo {
-  long nproc = 0;           // online CPUs
-  std::string cpu_model;    // /proc/cpuinfo "model name"
-  std::string kernel;       // uname: "Linux 6.1.0-... #1 SMP ..."
-  std::string arch;         // uname machine
+  long nproc = 0;         // online CPUs
+  std::string cpu_model;  // /proc/cpuinfo "model name"
+  std::string kernel;     // uname: "Linux 6.1.0-... #1 SMP ..."
+  std::string arch;       // uname machine
   std::string hostname;
   uint64_t mem_total_bytes = 0;
-  std::string date_utc;     // ISO 8601, when the run started
-  std::string compiler;     // of this binary
-  std::string build_type;   // CMake configuration of this binary
+  std::string date_utc;    // ISO 8601, when the run started
+  std::string compiler;    // of this binary
+  std::string build_type;  // CMake configuration of this binary
 };
 
 MachineInfo DescribeMachine();

@@ -33,13 +33,13 @@
 #include "loader/plugin_loader.h"
 #include "transport/buffers.h"
 #include "transport/external_program.h"
+#include "transport/fabric_references.h"
 #include "transport/ferry_pingpong.h"
 #include "transport/machine_info.h"
 #include "transport/measure.h"
 #include "transport/options.h"
 #include "transport/peer_process.h"
 #include "transport/plan.h"
-#include "transport/fabric_references.h"
 #include "transport/reference.h"
 #include "transport/report.h"
 
@@ -73,8 +73,7 @@ int Fail(const Status& st) {
 // The whole run is bounded: a peer that hangs (or a plugin that never
 // reports an event) ends the run with a message instead of a stuck ctest.
 void OnAlarm(int) {
-  static const char msg[] =
-      "ferry-bench-transport: --timeout expired, aborting\n";
+  static const char msg[] = "ferry-bench-transport: --timeout expired, aborting\n";
   ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
   _exit(3);
@@ -115,9 +114,7 @@ struct Pass {
 };
 
 std::vector<Pass> PlanPasses(const ReferenceSet& refs, const Options& o) {
-  auto wanted = [&](const std::string& key) {
-    return o.only.empty() || o.only == key;
-  };
+  auto wanted = [&](const std::string& key) { return o.only.empty() || o.only == key; };
   std::vector<Pass> passes(1);
   passes[0].ferry = wanted("ferry");
   for (size_t i = 0; i < refs.measured.size(); ++i) {
@@ -145,8 +142,7 @@ std::string PassLabel(const Pass& pass, const ReferenceSet& refs) {
 }
 
 // "READY key=address ..." -> address by key.
-StatusOr<std::map<std::string, std::string>> ParseReady(
-    const std::string& line) {
+StatusOr<std::map<std::string, std::string>> ParseReady(const std::string& line) {
   std::istringstream words(line);
   std::string tag, word;
   words >> tag;
@@ -164,8 +160,7 @@ StatusOr<std::map<std::string, std::string>> ParseReady(
 }
 
 Status CheckAddress(const std::string& key, const std::string& address) {
-  if (!address.empty() &&
-      address.find_first_of(" \t\n") == std::string::npos) {
+  if (!address.empty() && address.find_first_of(" \t\n") == std::string::npos) {
     return Status();
   }
   return Status(FERRY_INTERNAL, key + "'s listen address '" + address +
@@ -177,8 +172,8 @@ Status CheckAddress(const std::string& key, const std::string& address) {
 // --------------------------------------------------------------------------
 Status ServePass(const Options& o, const std::vector<SizePlan>& plan,
                  std::shared_ptr<const Plugin> plugin, PollMode mode,
-                 const ReferenceSet& refs, const Pass& pass,
-                 BufferSet* buffers, ControlChannel* control) {
+                 const ReferenceSet& refs, const Pass& pass, BufferSet* buffers,
+                 ControlChannel* control) {
   std::string ready = "READY";
   std::vector<std::unique_ptr<ReferenceListener>> listeners;
   std::vector<std::unique_ptr<BatchPingPongServer>> batches;
@@ -205,9 +200,9 @@ Status ServePass(const Options& o, const std::vector<SizePlan>& plan,
     auto opened = FerryPingPong::Open(plugin, mode, buffers);
     if (!opened.ok()) return opened.status();
     ferry = std::move(opened).value();
-    auto address = ferry->Listen(
-        o.listen_given ? o.listen
-                       : plugin->name() == "tcp" ? "127.0.0.1:0" : "");
+    auto address = ferry->Listen(o.listen_given            ? o.listen
+                                 : plugin->name() == "tcp" ? "127.0.0.1:0"
+                                                           : "");
     if (!address.ok()) return address.status();
     Status st = CheckAddress("ferry", address.value());
     if (!st.ok()) return st;
@@ -273,8 +268,8 @@ int RunPeer(const Options& parsed) {
   if (!buffers.ok()) return Fail(buffers.status());
   for (PollMode mode : o.modes) {
     for (const Pass& pass : passes) {
-      Status st = ServePass(o, plan, plugin.value(), mode, refs, pass,
-                            &buffers.value(), &control);
+      Status st = ServePass(o, plan, plugin.value(), mode, refs, pass, &buffers.value(),
+                            &control);
       if (!st.ok()) return Fail(st);
     }
   }
@@ -286,9 +281,8 @@ int RunPeer(const Options& parsed) {
 // --------------------------------------------------------------------------
 Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
                std::shared_ptr<const Plugin> plugin, PollMode mode,
-               const ReferenceSet& refs, const Pass& pass,
-               BufferSet* buffers, ControlChannel* control,
-               std::FILE* samples_file, SuiteResult* out) {
+               const ReferenceSet& refs, const Pass& pass, BufferSet* buffers,
+               ControlChannel* control, std::FILE* samples_file, SuiteResult* out) {
   // The peer's "READY" may take a while the first time: it pre-faults its
   // buffers (hundreds of MiB with the default sizes).
   auto ready = control->Receive(4 * kSetupTimeoutMs);
@@ -298,8 +292,8 @@ Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
   auto address_of = [&](const std::string& key) -> StatusOr<std::string> {
     auto it = addresses.value().find(key);
     if (it == addresses.value().end()) {
-      return Status(FERRY_INTERNAL, "the peer's '" + ready.value() +
-                                        "' has no address for " + key);
+      return Status(FERRY_INTERNAL,
+                    "the peer's '" + ready.value() + "' has no address for " + key);
     }
     return it->second;
   };
@@ -362,14 +356,12 @@ Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
     if (ferry) contenders.back().result = &r.ferry;
     Status st = MeasureSize(plan[i], o.window, i, contenders, buffers, samples);
     if (!st.ok()) {
-      return Status(st.code(), "mode " + std::string(PollModeName(mode)) +
-                                   ", size " + FormatSize(plan[i].size) +
-                                   ": " + st.message());
+      return Status(st.code(), "mode " + std::string(PollModeName(mode)) + ", size " +
+                                   FormatSize(plan[i].size) + ": " + st.message());
     }
   }
-  record.seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - t0)
-                       .count();
+  record.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   record.loadavg_after = LoadAverage();
   out->passes.push_back(record);
   // Orderly shutdown: this side says FINISHED once it has every reply; the
@@ -385,8 +377,8 @@ Status RunPass(const Options& o, const std::vector<SizePlan>& plan,
 Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
                 std::shared_ptr<const Plugin> plugin, PollMode mode,
                 const ReferenceSet& refs, const std::vector<Pass>& passes,
-                BufferSet* buffers, ControlChannel* control,
-                std::FILE* samples_file, SuiteResult* out) {
+                BufferSet* buffers, ControlChannel* control, std::FILE* samples_file,
+                SuiteResult* out) {
   out->mode = mode;
   out->sizes.resize(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
@@ -394,8 +386,8 @@ Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
     out->sizes[i].references.resize(refs.measured.size());
   }
   for (const Pass& pass : passes) {
-    Status st = RunPass(o, plan, plugin, mode, refs, pass, buffers, control,
-                        samples_file, out);
+    Status st =
+        RunPass(o, plan, plugin, mode, refs, pass, buffers, control, samples_file, out);
     if (!st.ok()) return st;
   }
   return Status();
@@ -404,8 +396,8 @@ Status RunSuite(const Options& o, const std::vector<SizePlan>& plan,
 int RunBenchmark(const Options& parsed, const std::string& command) {
   Options o = parsed;
   StartWatchdog(o.timeout_s);
-  if (o.pin && (!CpuAllowed(o.cpu_self) || !CpuAllowed(o.cpu_peer) ||
-                o.cpu_self == o.cpu_peer)) {
+  if (o.pin &&
+      (!CpuAllowed(o.cpu_self) || !CpuAllowed(o.cpu_peer) || o.cpu_self == o.cpu_peer)) {
     const std::string why = "CPUs " + std::to_string(o.cpu_self) + " and " +
                             std::to_string(o.cpu_peer) +
                             " are not two distinct CPUs this process may use";
@@ -437,7 +429,8 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
       return Fail(Status(FERRY_INVALID_ARGUMENT,
                          "--only " + o.only + ": the " + p.name() +
                              " plugin is measured against no such reference "
-                             "(this build has: " + keys + ")"));
+                             "(this build has: " +
+                             keys + ")"));
     }
   }
   const std::vector<Pass> passes = PlanPasses(refs, o);
@@ -446,9 +439,9 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
   if (!o.samples_path.empty()) {
     samples_file.reset(std::fopen(o.samples_path.c_str(), "w"));
     if (samples_file == nullptr) {
-      return Fail(Status(FERRY_INVALID_ARGUMENT,
-                         "--samples " + o.samples_path + ": cannot create it (" +
-                             std::strerror(errno) + ")"));
+      return Fail(Status(FERRY_INVALID_ARGUMENT, "--samples " + o.samples_path +
+                                                     ": cannot create it (" +
+                                                     std::strerror(errno) + ")"));
     }
   }
 
@@ -476,9 +469,8 @@ int RunBenchmark(const Options& parsed, const std::string& command) {
   std::vector<SuiteResult> suites;
   for (PollMode mode : o.modes) {
     SuiteResult s;
-    Status st = RunSuite(o, plan, plugin.value(), mode, refs, passes,
-                         &buffers.value(), &peer.value()->control(),
-                         samples_file.get(), &s);
+    Status st = RunSuite(o, plan, plugin.value(), mode, refs, passes, &buffers.value(),
+                         &peer.value()->control(), samples_file.get(), &s);
     if (!st.ok()) {
       // The peer's own message (if it failed first) is already on stderr.
       Fail(st);

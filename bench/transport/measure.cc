@@ -23,8 +23,7 @@ CpuTime ProcessCpuTime() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   auto ns = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) * 1e9 +
-           static_cast<double>(tv.tv_usec) * 1e3;
+    return static_cast<double>(tv.tv_sec) * 1e9 + static_cast<double>(tv.tv_usec) * 1e3;
   };
   return {ns(ru.ru_utime), ns(ru.ru_stime)};
 }
@@ -43,7 +42,7 @@ struct Accumulator {
   ImplResult* result = nullptr;
   const char* label = "";
   std::vector<double> rtt_ns;
-  double loop_ns = 0;      // the rounds' loops timed whole (RoundTrips)
+  double loop_ns = 0;  // the rounds' loops timed whole (RoundTrips)
   uint64_t loop_count = 0;
   std::vector<double> stream_Bps;
   LoopCounters counters;
@@ -53,8 +52,8 @@ struct Accumulator {
 // Untimed round trips (WarmupBeforeRound), then `iters` timed one by one,
 // then `iters` more timed as one loop; the echo is checked byte for byte
 // afterwards (outside the timed region).
-Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
-                  Accumulator* acc, const SampleLog& samples) {
+Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers, Accumulator* acc,
+                  const SampleLog& samples) {
   const uint32_t iters = ItersInRound(p, round);
   // Clear the landing zone so the check proves this implementation
   // delivered the bytes in this round.
@@ -71,8 +70,7 @@ Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
     Status st = acc->impl->RoundTrip(p.size);
     const auto t1 = Clock::now();
     if (!st.ok()) return st;
-    acc->rtt_ns.push_back(
-        std::chrono::duration<double, std::nano>(t1 - t0).count());
+    acc->rtt_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
   }
   const CpuTime cpu_after = ProcessCpuTime();
   const LoopCounters after = acc->impl->counters();
@@ -86,7 +84,8 @@ Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
     Status st = acc->impl->RoundTrip(p.size);
     if (!st.ok()) return st;
   }
-  acc->loop_ns += std::chrono::duration<double, std::nano>(Clock::now() - loop_start).count();
+  acc->loop_ns +=
+      std::chrono::duration<double, std::nano>(Clock::now() - loop_start).count();
   acc->loop_count += iters;
   if (samples.file != nullptr) {  // after the clock stopped for this round
     std::fprintf(samples.file, "%s %llu %u %s\t", samples.mode,
@@ -97,8 +96,7 @@ Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
     }
     std::fputc('\n', samples.file);
   }
-  if (std::memcmp(buffers->send->data(), buffers->recv[0]->data(), p.size) !=
-      0) {
+  if (std::memcmp(buffers->send->data(), buffers->recv[0]->data(), p.size) != 0) {
     return Status(FERRY_DATA_LOSS, std::string(acc->label) + ": the " +
                                        std::to_string(p.size) +
                                        "-byte echo differs from what was sent");
@@ -110,16 +108,14 @@ Status RoundTrips(const SizePlan& p, uint32_t round, BufferSet* buffers,
   return Status();
 }
 
-Status Burst(const SizePlan& p, uint32_t window, bool timed,
-             Accumulator* acc) {
+Status Burst(const SizePlan& p, uint32_t window, bool timed, Accumulator* acc) {
   const auto t0 = Clock::now();
   Status st = acc->impl->Stream(p.size, p.stream_messages, window);
   const auto t1 = Clock::now();
   if (!st.ok()) return st;
   if (timed) {
-    acc->stream_Bps.push_back(
-        static_cast<double>(p.size) * p.stream_messages /
-        std::chrono::duration<double>(t1 - t0).count());
+    acc->stream_Bps.push_back(static_cast<double>(p.size) * p.stream_messages /
+                              std::chrono::duration<double>(t1 - t0).count());
   }
   return Status();
 }
@@ -134,8 +130,8 @@ void Finish(const SizePlan& p, Accumulator* acc) {
     out->rtt_ns.mean = acc->batch_iters > 0
                            ? acc->batch_ns / static_cast<double>(acc->batch_iters)
                            : unknown;
-    out->rtt_ns.min = out->rtt_ns.median = out->rtt_ns.p90 =
-        out->rtt_ns.p99 = out->rtt_ns.max = unknown;
+    out->rtt_ns.min = out->rtt_ns.median = out->rtt_ns.p90 = out->rtt_ns.p99 =
+        out->rtt_ns.max = unknown;
     out->bw_rtt_Bps = unknown;
     out->bw_rtt_mean_Bps = 2.0 * size / (out->rtt_ns.mean * 1e-9);
     out->loop_rtt_ns = out->rtt_ns.mean;  // it timed itself as one loop
@@ -180,7 +176,9 @@ size_t Nth(size_t index, uint32_t round, size_t k, size_t n) {
 // mix. Four, not one per round: each batch starts fi_pingpong's two
 // processes two or three times (~0.3 s each).
 constexpr uint32_t kBatches = 4;
-uint32_t Batches(const SizePlan& p) { return std::min(p.rounds, kBatches); }
+uint32_t Batches(const SizePlan& p) {
+  return std::min(p.rounds, kBatches);
+}
 bool IsBatchRound(const SizePlan& p, uint32_t round) {
   const uint32_t b = Batches(p);
   return (round * b) / p.rounds != ((round + 1) * b) / p.rounds;
@@ -210,8 +208,8 @@ void PoolBatch(const BatchResult& r, Accumulator* acc) {
 }  // namespace
 
 Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
-                   const std::vector<Contender>& contenders,
-                   BufferSet* buffers, const SampleLog& samples) {
+                   const std::vector<Contender>& contenders, BufferSet* buffers,
+                   const SampleLog& samples) {
   const size_t n = contenders.size();
   std::vector<Accumulator> sides(n);
   for (size_t i = 0; i < n; ++i) {
@@ -233,16 +231,14 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
     for (Accumulator& a : sides) {
       if (a.batch == nullptr) continue;
       BatchResult r;
-      Status st = a.batch->Run(p.size, p.warmup, BatchIters(p, round),
-                               1.0 / Batches(p), &r);
-      if (!st.ok()) return Status(st.code(), std::string(a.label) + ": " +
-                                                 st.message());
+      Status st =
+          a.batch->Run(p.size, p.warmup, BatchIters(p, round), 1.0 / Batches(p), &r);
+      if (!st.ok()) return Status(st.code(), std::string(a.label) + ": " + st.message());
       PoolBatch(r, &a);
     }
   }
   // Streaming: one untimed burst each, then timed bursts in rotation.
-  for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps;
-       ++rep) {
+  for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps; ++rep) {
     for (size_t k = 0; k < n; ++k) {
       Accumulator& a = sides[Nth(index, rep, k, n)];
       if (a.impl == nullptr) continue;
@@ -257,8 +253,8 @@ Status MeasureSize(const SizePlan& p, uint32_t window, size_t index,
   return Status();
 }
 
-Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
-                 BufferSet* buffers, const std::vector<PingPongServer*>& sides,
+Status ServeSize(const SizePlan& p, uint32_t window, size_t index, BufferSet* buffers,
+                 const std::vector<PingPongServer*>& sides,
                  const std::vector<BatchPingPongServer*>& batches) {
   const size_t n = sides.size();
   for (uint32_t round = 0; round < p.rounds; ++round) {
@@ -267,8 +263,7 @@ Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
       if (impl == nullptr) continue;  // --only, or a batch reference
       // Warm-up, the round trips timed one by one, the same number timed
       // as a loop (RoundTrips).
-      const uint32_t count =
-          WarmupBeforeRound(p, round) + 2 * ItersInRound(p, round);
+      const uint32_t count = WarmupBeforeRound(p, round) + 2 * ItersInRound(p, round);
       for (uint32_t i = 0; i < count; ++i) {
         Status st = impl->Echo(p.size);
         if (!st.ok()) return st;
@@ -276,8 +271,7 @@ Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
       // Its last reply must leave before the next implementation runs.
       Status st = impl->Flush();
       if (!st.ok()) return st;
-      if (std::memcmp(buffers->reply->data(), buffers->recv[0]->data(),
-                      p.size) != 0) {
+      if (std::memcmp(buffers->reply->data(), buffers->recv[0]->data(), p.size) != 0) {
         return Status(FERRY_DATA_LOSS,
                       "peer: a " + std::to_string(p.size) + "-byte request (round " +
                           std::to_string(round) + ", implementation " +
@@ -291,8 +285,7 @@ Status ServeSize(const SizePlan& p, uint32_t window, size_t index,
       if (!st.ok()) return st;
     }
   }
-  for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps;
-       ++rep) {
+  for (uint32_t rep = 0; p.stream_messages > 0 && rep <= p.stream_reps; ++rep) {
     for (size_t k = 0; k < n; ++k) {
       PingPongServer* impl = sides[Nth(index, rep, k, n)];
       if (impl == nullptr) continue;

@@ -34,25 +34,25 @@
 namespace ferry::bench {
 
 struct ImplResult {
-  Summary rtt_ns;             // round-trip time, nanoseconds (a batch
-                              // reference has only count and mean; the
-                              // other statistics are NaN)
-  double bw_rtt_Bps = 0;      // 2 * size / median round trip (NetPIPE's
-                              // convention: size / half the round trip)
-  double bw_rtt_mean_Bps = 0; // 2 * size / mean round trip
-  double loop_rtt_ns = 0;     // mean round trip of loops timed whole (no
-                              // clock read between round trips), as a
-                              // batch reference times itself; the basis
-                              // of comparison with one
-  double bw_loop_Bps = 0;     // 2 * size / loop_rtt_ns
-  Summary stream_Bps;         // streaming bandwidth per burst, bytes/s
-                              // (count 0 when the size is not streamed)
-  double calls_per_rt = 0;    // progress() or send/recv calls per round trip
-  double waits_per_rt = 0;    // poll() sleeps per round trip
-  double user_ns_per_rt = 0;  // this process's user CPU time per round trip
-  double sys_ns_per_rt = 0;   // and its kernel CPU time (getrusage)
-  std::string method;         // batch references: how the mean was derived
-  std::string note;           // batch references: why a figure is missing
+  Summary rtt_ns;              // round-trip time, nanoseconds (a batch
+                               // reference has only count and mean; the
+                               // other statistics are NaN)
+  double bw_rtt_Bps = 0;       // 2 * size / median round trip (NetPIPE's
+                               // convention: size / half the round trip)
+  double bw_rtt_mean_Bps = 0;  // 2 * size / mean round trip
+  double loop_rtt_ns = 0;      // mean round trip of loops timed whole (no
+                               // clock read between round trips), as a
+                               // batch reference times itself; the basis
+                               // of comparison with one
+  double bw_loop_Bps = 0;      // 2 * size / loop_rtt_ns
+  Summary stream_Bps;          // streaming bandwidth per burst, bytes/s
+                               // (count 0 when the size is not streamed)
+  double calls_per_rt = 0;     // progress() or send/recv calls per round trip
+  double waits_per_rt = 0;     // poll() sleeps per round trip
+  double user_ns_per_rt = 0;   // this process's user CPU time per round trip
+  double sys_ns_per_rt = 0;    // and its kernel CPU time (getrusage)
+  std::string method;          // batch references: how the mean was derived
+  std::string note;            // batch references: why a figure is missing
 };
 
 struct SizeResult {
@@ -83,16 +83,15 @@ struct SampleLog {
 
 // Client side of one size: fills each contender's result.
 Status MeasureSize(const SizePlan& plan, uint32_t window, size_t index,
-                   const std::vector<Contender>& contenders,
-                   BufferSet* buffers, const SampleLog& samples = {});
+                   const std::vector<Contender>& contenders, BufferSet* buffers,
+                   const SampleLog& samples = {});
 
 // Peer side of one size: the same exchanges, in the same order; `servers`
 // are in the client's contender order (null where the client's is).
 // `batches`: the batch references' servers, in the client's order. After
 // each implementation's round, the last request in recv[0] must match the
 // reply buffer (the client sends the same bytes).
-Status ServeSize(const SizePlan& plan, uint32_t window, size_t index,
-                 BufferSet* buffers,
+Status ServeSize(const SizePlan& plan, uint32_t window, size_t index, BufferSet* buffers,
                  const std::vector<PingPongServer*>& servers,
                  const std::vector<BatchPingPongServer*>& batches = {});
 

@@ -73,59 +73,58 @@ std::string FormatSize(uint64_t bytes) {
 }
 
 std::string Usage() {
-  return
-      "usage: ferry-bench-transport --plugin NAME|PATH [options]\n"
-      "\n"
-      "Round-trip latency (median, p99) and bandwidth of a transport plugin,\n"
-      "measured in the same run against the references for that plugin, between\n"
-      "this process and a peer process it execs. tcp (and any plugin without\n"
-      "references of its own): a raw TCP ping-pong floor written for this\n"
-      "benchmark; shm: a raw shared-memory ring floor, and TensorPipe's shm\n"
-      "transport with its basic channel where libtensorpipe was found at build.\n"
-      "\n"
-      "  --plugin NAME|PATH  transport plugin: a name (\"tcp\") found by the\n"
-      "                      plugin loader, or a path to a libferry-*.so\n"
-      "  --sizes LIST        message sizes, e.g. 64,4K,1M (default: 64 B to\n"
-      "                      64 MiB in powers of 4)\n"
-      "  --iters N           timed round trips per size (default 10000; large\n"
-      "                      sizes get fewer: see --budget, never fewer than 20)\n"
-      "  --budget BYTES      bytes per direction per size and side for the\n"
-      "                      timed round trips (default 1G)\n"
-      "  --rounds N          split each size's round trips into N rounds,\n"
-      "                      raw and ferry alternating, so slow drifts of the\n"
-      "                      machine hit both alike (default: one round per\n"
-      "                      500 round trips, from 4 to 20)\n"
-      "  --mode busy|sleep|both\n"
-      "                      busy: every side spins (ferry on progress());\n"
-      "                      sleep: every side blocks when it has nothing to\n"
-      "                      do (ferry: poll() on the wakeup fd) (default both)\n"
-      "  --cpus A,B          pin this process to CPU A and the peer to CPU B\n"
-      "                      (default 0,1; 'none' disables pinning)\n"
-      "  --window W          messages in flight in the streaming test\n"
-      "                      (default 8)\n"
-      "  --stream-min SIZE   smallest size that also gets a streaming test\n"
-      "                      (default 64K)\n"
-      "  --no-stream         round trips only\n"
-      "  --json FILE         write every figure and the machine description\n"
-      "  --samples FILE      write every timed round trip, one line per\n"
-      "                      implementation and round, in order (to place a\n"
-      "                      tail within its round: see\n"
-      "                      bench/transport/samples_by_position.py)\n"
-      "  --only NAME         measure one side alone (for profiling it with\n"
-      "                      strace -c or valgrind): ferry, raw (the plugin's\n"
-      "                      raw floor) or another reference (tensorpipe,\n"
-      "                      fi_pingpong); no ratios\n"
-      "  --fabric-provider P libfabric provider of the fabric plugin and its\n"
-      "                      references (default: $FERRY_FABRIC_PROVIDER, else\n"
-      "                      libfabric's first RDM provider)\n"
-      "  --raw-fabric-path auto|rma|msg\n"
-      "                      the raw libfabric floor moves each message with\n"
-      "                      one RMA write (rma) or one send (msg); auto: rma\n"
-      "                      when the provider has FI_RMA (default auto)\n"
-      "  --timeout SECONDS   abort the whole run after this long (default 900)\n"
-      "  --listen ADDRESS    the plugin's listen address (default 127.0.0.1:0\n"
-      "                      for tcp, otherwise the plugin's own choice)\n"
-      "  --help              this text\n";
+  return "usage: ferry-bench-transport --plugin NAME|PATH [options]\n"
+         "\n"
+         "Round-trip latency (median, p99) and bandwidth of a transport plugin,\n"
+         "measured in the same run against the references for that plugin, between\n"
+         "this process and a peer process it execs. tcp (and any plugin without\n"
+         "references of its own): a raw TCP ping-pong floor written for this\n"
+         "benchmark; shm: a raw shared-memory ring floor, and TensorPipe's shm\n"
+         "transport with its basic channel where libtensorpipe was found at build.\n"
+         "\n"
+         "  --plugin NAME|PATH  transport plugin: a name (\"tcp\") found by the\n"
+         "                      plugin loader, or a path to a libferry-*.so\n"
+         "  --sizes LIST        message sizes, e.g. 64,4K,1M (default: 64 B to\n"
+         "                      64 MiB in powers of 4)\n"
+         "  --iters N           timed round trips per size (default 10000; large\n"
+         "                      sizes get fewer: see --budget, never fewer than 20)\n"
+         "  --budget BYTES      bytes per direction per size and side for the\n"
+         "                      timed round trips (default 1G)\n"
+         "  --rounds N          split each size's round trips into N rounds,\n"
+         "                      raw and ferry alternating, so slow drifts of the\n"
+         "                      machine hit both alike (default: one round per\n"
+         "                      500 round trips, from 4 to 20)\n"
+         "  --mode busy|sleep|both\n"
+         "                      busy: every side spins (ferry on progress());\n"
+         "                      sleep: every side blocks when it has nothing to\n"
+         "                      do (ferry: poll() on the wakeup fd) (default both)\n"
+         "  --cpus A,B          pin this process to CPU A and the peer to CPU B\n"
+         "                      (default 0,1; 'none' disables pinning)\n"
+         "  --window W          messages in flight in the streaming test\n"
+         "                      (default 8)\n"
+         "  --stream-min SIZE   smallest size that also gets a streaming test\n"
+         "                      (default 64K)\n"
+         "  --no-stream         round trips only\n"
+         "  --json FILE         write every figure and the machine description\n"
+         "  --samples FILE      write every timed round trip, one line per\n"
+         "                      implementation and round, in order (to place a\n"
+         "                      tail within its round: see\n"
+         "                      bench/transport/samples_by_position.py)\n"
+         "  --only NAME         measure one side alone (for profiling it with\n"
+         "                      strace -c or valgrind): ferry, raw (the plugin's\n"
+         "                      raw floor) or another reference (tensorpipe,\n"
+         "                      fi_pingpong); no ratios\n"
+         "  --fabric-provider P libfabric provider of the fabric plugin and its\n"
+         "                      references (default: $FERRY_FABRIC_PROVIDER, else\n"
+         "                      libfabric's first RDM provider)\n"
+         "  --raw-fabric-path auto|rma|msg\n"
+         "                      the raw libfabric floor moves each message with\n"
+         "                      one RMA write (rma) or one send (msg); auto: rma\n"
+         "                      when the provider has FI_RMA (default auto)\n"
+         "  --timeout SECONDS   abort the whole run after this long (default 900)\n"
+         "  --listen ADDRESS    the plugin's listen address (default 127.0.0.1:0\n"
+         "                      for tcp, otherwise the plugin's own choice)\n"
+         "  --help              this text\n";
 }
 
 StatusOr<Options> ParseOptions(int argc, char** argv) {
@@ -182,8 +181,8 @@ StatusOr<Options> ParseOptions(int argc, char** argv) {
       } else {
         auto parts = Split(v, ',');
         uint64_t a = 0, b = 0;
-        if (parts.size() != 2 || !ParseUint(parts[0], &a) ||
-            !ParseUint(parts[1], &b) || a >= 4096 || b >= 4096) {
+        if (parts.size() != 2 || !ParseUint(parts[0], &a) || !ParseUint(parts[1], &b) ||
+            a >= 4096 || b >= 4096) {
           return Bad("--cpus needs two CPU numbers such as 0,1 (or none)");
         }
         o.cpu_self = static_cast<int>(a);
@@ -265,16 +264,23 @@ std::vector<std::string> PeerArgs(const Options& o) {
     sizes += std::to_string(s);
   }
   std::string mode = o.modes.size() == 2 ? "both" : PollModeName(o.modes[0]);
-  std::vector<std::string> args = {
-      "--peer",
-      "--plugin", o.plugin,
-      "--sizes", sizes,
-      "--iters", std::to_string(o.iters),
-      "--budget", std::to_string(o.budget),
-      "--mode", mode,
-      "--window", std::to_string(o.window),
-      "--stream-min", std::to_string(o.stream_min),
-      "--timeout", std::to_string(o.timeout_s)};
+  std::vector<std::string> args = {"--peer",
+                                   "--plugin",
+                                   o.plugin,
+                                   "--sizes",
+                                   sizes,
+                                   "--iters",
+                                   std::to_string(o.iters),
+                                   "--budget",
+                                   std::to_string(o.budget),
+                                   "--mode",
+                                   mode,
+                                   "--window",
+                                   std::to_string(o.window),
+                                   "--stream-min",
+                                   std::to_string(o.stream_min),
+                                   "--timeout",
+                                   std::to_string(o.timeout_s)};
   if (!o.stream) args.push_back("--no-stream");
   if (o.rounds != 0) {  // 0: by size, decided alike on both sides
     args.push_back("--rounds");
@@ -295,8 +301,7 @@ std::vector<std::string> PeerArgs(const Options& o) {
   args.push_back("--raw-fabric-path");
   args.push_back(o.raw_fabric_path);
   args.push_back("--cpus");
-  args.push_back(o.pin ? std::to_string(o.cpu_self) + "," +
-                             std::to_string(o.cpu_peer)
+  args.push_back(o.pin ? std::to_string(o.cpu_self) + "," + std::to_string(o.cpu_peer)
                        : "none");
   return args;
 }

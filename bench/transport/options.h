@@ -13,19 +13,19 @@
 namespace ferry::bench {
 
 struct Options {
-  std::string plugin;           // --plugin: name ("tcp") or path to a .so
-  std::vector<uint64_t> sizes;  // --sizes, bytes, ascending
-  uint32_t iters = 10000;       // --iters: timed round trips per size (cap)
-  uint64_t budget = 1ull << 30; // --budget: bytes per direction per size
-  uint32_t min_iters = 20;      // floor on timed round trips per size
-  uint32_t rounds = 0;          // --rounds: raw/ferry alternations per size
-                                // (0: by size, see plan.cc)
-  std::vector<PollMode> modes;  // --mode busy|sleep|both
-  std::string json_path;        // --json FILE ("" = no JSON)
-  std::string samples_path;     // --samples FILE: every round trip (measure.h)
-  bool pin = true;              // --cpus none turns pinning off
-  bool cpus_given = false;      // --cpus was on the command line
-  int cpu_self = 0;             // --cpus A,B
+  std::string plugin;            // --plugin: name ("tcp") or path to a .so
+  std::vector<uint64_t> sizes;   // --sizes, bytes, ascending
+  uint32_t iters = 10000;        // --iters: timed round trips per size (cap)
+  uint64_t budget = 1ull << 30;  // --budget: bytes per direction per size
+  uint32_t min_iters = 20;       // floor on timed round trips per size
+  uint32_t rounds = 0;           // --rounds: raw/ferry alternations per size
+                                 // (0: by size, see plan.cc)
+  std::vector<PollMode> modes;   // --mode busy|sleep|both
+  std::string json_path;         // --json FILE ("" = no JSON)
+  std::string samples_path;      // --samples FILE: every round trip (measure.h)
+  bool pin = true;               // --cpus none turns pinning off
+  bool cpus_given = false;       // --cpus was on the command line
+  int cpu_self = 0;              // --cpus A,B
   int cpu_peer = 1;
   uint32_t window = 8;              // --window: streaming messages in flight
   uint64_t stream_min = 64 * 1024;  // --stream-min: smallest streamed size

@@ -32,8 +32,7 @@ Status PinToCpu(int cpu) {
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (sched_setaffinity(0, sizeof set, &set) != 0) {
-    return Errno("cannot pin to CPU " + std::to_string(cpu) +
-                 " (sched_setaffinity)");
+    return Errno("cannot pin to CPU " + std::to_string(cpu) + " (sched_setaffinity)");
   }
   return Status();
 }
@@ -41,25 +40,25 @@ Status PinToCpu(int cpu) {
 bool CpuAllowed(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (cpu < 0 || cpu >= CPU_SETSIZE ||
-      sched_getaffinity(0, sizeof set, &set) != 0) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof set, &set) != 0) {
     return false;
   }
   return CPU_ISSET(cpu, &set);
 }
 
-ControlChannel::~ControlChannel() { close(fd_); }
+ControlChannel::~ControlChannel() {
+  close(fd_);
+}
 
 Status ControlChannel::Send(const std::string& line) {
   std::string data = line + "\n";
   size_t off = 0;
   while (off < data.size()) {
-    const ssize_t n =
-        send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    const ssize_t n = send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return Status(FERRY_PEER_GONE, std::string("control channel: ") +
-                                         std::strerror(errno));
+      return Status(FERRY_PEER_GONE,
+                    std::string("control channel: ") + std::strerror(errno));
     }
     off += static_cast<size_t>(n);
   }
@@ -79,9 +78,8 @@ StatusOr<std::string> ControlChannel::Receive(int timeout_ms) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      return Status(FERRY_DEADLINE_EXCEEDED,
-                    "control channel: no message within " +
-                        std::to_string(timeout_ms) + " ms");
+      return Status(FERRY_DEADLINE_EXCEEDED, "control channel: no message within " +
+                                                 std::to_string(timeout_ms) + " ms");
     }
     pollfd p{fd_, POLLIN, 0};
     const int ready = poll(&p, 1, static_cast<int>(left.count()));
@@ -91,8 +89,9 @@ StatusOr<std::string> ControlChannel::Receive(int timeout_ms) {
     const ssize_t n = recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      return Status(FERRY_PEER_GONE, "control channel: the other process "
-                                     "closed it (exited or crashed)");
+      return Status(FERRY_PEER_GONE,
+                    "control channel: the other process "
+                    "closed it (exited or crashed)");
     }
     pending_.append(buf, static_cast<size_t>(n));
   }
@@ -122,14 +121,14 @@ StatusOr<std::unique_ptr<PeerProcess>> PeerProcess::Spawn(
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  const int rc =
-      posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ);
   close(sv[1]);
   if (rc != 0) {
     close(sv[0]);
-    return Status(FERRY_UNKNOWN, "cannot start the peer process "
-                                 "(posix_spawn " + exe + "): " +
-                                     std::strerror(rc));
+    return Status(FERRY_UNKNOWN,
+                  "cannot start the peer process "
+                  "(posix_spawn " +
+                      exe + "): " + std::strerror(rc));
   }
   return std::unique_ptr<PeerProcess>(new PeerProcess(pid, sv[0]));
 }
@@ -152,9 +151,9 @@ Status PeerProcess::Wait(int timeout_ms) {
     if (r == pid_) break;
     if (r < 0 && errno != EINTR) return Errno("waitpid");
     if (std::chrono::steady_clock::now() > deadline) {
-      return Status(FERRY_DEADLINE_EXCEEDED,
-                    "the peer process did not exit within " +
-                        std::to_string(timeout_ms) + " ms; killing it");
+      return Status(FERRY_DEADLINE_EXCEEDED, "the peer process did not exit within " +
+                                                 std::to_string(timeout_ms) +
+                                                 " ms; killing it");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -165,9 +164,8 @@ Status PeerProcess::Wait(int timeout_ms) {
                                      std::to_string(WEXITSTATUS(status)) +
                                      " (its message is above)");
   }
-  return Status(FERRY_UNKNOWN,
-                std::string("the peer process was killed by signal ") +
-                    strsignal(WTERMSIG(status)));
+  return Status(FERRY_UNKNOWN, std::string("the peer process was killed by signal ") +
+                                   strsignal(WTERMSIG(status)));
 }
 
 }  // namespace ferry::bench

@@ -42,7 +42,8 @@ class IdleBackoff {
   void Wait(LoopCounters* counters) {
     if (++idle_polls_ < 64) return;
     ++counters->waits;
-    const long ns = std::min<long>(1000000L, 1000L << std::min<uint32_t>(idle_polls_ - 64, 10));
+    const long ns =
+        std::min<long>(1000000L, 1000L << std::min<uint32_t>(idle_polls_ - 64, 10));
     timespec ts{0, ns};
     nanosleep(&ts, nullptr);
   }
@@ -93,11 +94,11 @@ class PingPongServer {
 // size, between the round-trip rounds of the others, and compares their
 // pooled mean with the others' loop means (measure.h).
 struct BatchResult {
-  uint32_t iters = 0;       // timed round trips
-  double mean_rtt_ns = 0;   // mean round trip over them; NaN when the run
-                            // could not tell (with the reason in `note`)
-  std::string method;       // how the mean was obtained (for the JSON)
-  std::string note;         // why there is no figure, or ""
+  uint32_t iters = 0;      // timed round trips
+  double mean_rtt_ns = 0;  // mean round trip over them; NaN when the run
+                           // could not tell (with the reason in `note`)
+  std::string method;      // how the mean was obtained (for the JSON)
+  std::string note;        // why there is no figure, or ""
 };
 
 class BatchPingPongClient {
@@ -107,8 +108,8 @@ class BatchPingPongClient {
   // The client decides the counts and tells its server. `share`: this
   // batch's part of the size's batches (1 / their number), for a reference
   // that stretches short batches to a minimum duration.
-  virtual Status Run(uint64_t size, uint32_t warmup, uint32_t iters,
-                     double share, BatchResult* out) = 0;
+  virtual Status Run(uint64_t size, uint32_t warmup, uint32_t iters, double share,
+                     BatchResult* out) = 0;
 };
 
 class BatchPingPongServer {

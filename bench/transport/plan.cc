@@ -32,8 +32,7 @@ std::vector<SizePlan> BuildPlan(const Options& o) {
     const uint32_t rounds =
         o.rounds != 0 ? o.rounds : std::clamp<uint32_t>(p.iters / 500, 4, 20);
     p.rounds = std::max<uint32_t>(1, std::min(rounds, p.iters));
-    p.warmup = std::max<uint32_t>(
-        2, std::min<uint32_t>(1000, p.iters / 10 / p.rounds));
+    p.warmup = std::max<uint32_t>(2, std::min<uint32_t>(1000, p.iters / 10 / p.rounds));
     // Settling, once per size before the first round: a transport's first
     // passes through memory it has not touched yet cost a page fault per
     // page, in both processes (libfabric's shm provider writes each message
@@ -48,8 +47,8 @@ std::vector<SizePlan> BuildPlan(const Options& o) {
                       {kSettleRoundTrips, kSettleBytes / size, p.iters / 2})));
     if (o.stream && size >= o.stream_min) {
       const uint64_t burst = std::max<uint64_t>(1, (o.budget / 4) / size);
-      p.stream_messages = static_cast<uint32_t>(std::min<uint64_t>(
-          1u << 20, std::max<uint64_t>(2ull * o.window, burst)));
+      p.stream_messages = static_cast<uint32_t>(
+          std::min<uint64_t>(1u << 20, std::max<uint64_t>(2ull * o.window, burst)));
       p.stream_reps = o.stream_reps;
     }
     plan.push_back(p);

@@ -13,12 +13,12 @@ namespace ferry::bench {
 
 struct SizePlan {
   uint64_t size = 0;
-  uint32_t warmup = 0;          // untimed round trips before each round
-  uint32_t settle = 0;          // ... before the first round instead
-  uint32_t iters = 0;           // timed round trips, over all rounds
-  uint32_t rounds = 1;          // raw and ferry alternate this many times
-  uint32_t stream_messages = 0; // per burst; 0 = no streaming test
-  uint32_t stream_reps = 0;     // timed bursts (one untimed burst first)
+  uint32_t warmup = 0;           // untimed round trips before each round
+  uint32_t settle = 0;           // ... before the first round instead
+  uint32_t iters = 0;            // timed round trips, over all rounds
+  uint32_t rounds = 1;           // raw and ferry alternate this many times
+  uint32_t stream_messages = 0;  // per burst; 0 = no streaming test
+  uint32_t stream_reps = 0;      // timed bursts (one untimed burst first)
 };
 
 // Large sizes get fewer round trips so that each size moves about

@@ -20,13 +20,11 @@ namespace {
 // keys read back with fi_mr_key (FI_MR_PROV_KEY), regions bound to the
 // endpoint (FI_MR_ENDPOINT). The same set as ferry's fabric plugin, so both
 // get the same provider entry.
-constexpr uint64_t kHonouredMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-                                     FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                                     FI_MR_ENDPOINT;
+constexpr uint64_t kHonouredMrMode =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 
 uint32_t ApiVersion() {
-  return std::min<uint32_t>(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
-                            fi_version());
+  return std::min<uint32_t>(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), fi_version());
 }
 
 fi_info* MakeHints(const std::string& provider, bool rma) {
@@ -89,9 +87,8 @@ bool FromHex(const std::string& hex, std::string* bytes) {
 
 Status RawFabricEndpoint::Error(const char* call, ssize_t rc) const {
   const int e = static_cast<int>(rc < 0 ? -rc : rc);
-  return Status(FERRY_UNKNOWN, "raw fabric (" + provider_ + "): " + call +
-                                   ": " + fi_strerror(e) + " (" +
-                                   std::to_string(-e) + ")");
+  return Status(FERRY_UNKNOWN, "raw fabric (" + provider_ + "): " + call + ": " +
+                                   fi_strerror(e) + " (" + std::to_string(-e) + ")");
 }
 
 StatusOr<std::unique_ptr<RawFabricEndpoint>> RawFabricEndpoint::Open(
@@ -106,13 +103,12 @@ StatusOr<std::unique_ptr<RawFabricEndpoint>> RawFabricEndpoint::Open(
   const int rc = fi_getinfo(ApiVersion(), nullptr, nullptr, 0, hints, &list);
   fi_freeinfo(hints);
   if (rc != 0 || list == nullptr) {
-    return Status(FERRY_UNAVAILABLE,
-                  "raw fabric: provider '" + e->provider_ +
-                      "' offers no RDM endpoint with " +
-                      (want_rma ? "FI_RMA writes and tagged messages"
-                                : "tagged messages") +
-                      " here: fi_getinfo: " + fi_strerror(-rc) +
-                      (want_rma ? " (--raw-fabric-path msg avoids RMA)" : ""));
+    return Status(
+        FERRY_UNAVAILABLE,
+        "raw fabric: provider '" + e->provider_ + "' offers no RDM endpoint with " +
+            (want_rma ? "FI_RMA writes and tagged messages" : "tagged messages") +
+            " here: fi_getinfo: " + fi_strerror(-rc) +
+            (want_rma ? " (--raw-fabric-path msg avoids RMA)" : ""));
   }
   // The first (preferred) entry only.
   if (list->next != nullptr) {
@@ -160,9 +156,8 @@ Status RawFabricEndpoint::OpenResources(fi_info* info, PollMode mode) {
   }
 
   fi_av_attr av_attr{};
-  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC
-                     ? info->domain_attr->av_type
-                     : FI_AV_TABLE;
+  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type
+                                                            : FI_AV_TABLE;
   rc = fi_av_open(domain_, &av_attr, &av_, nullptr);
   if (rc != 0) return Error("fi_av_open", rc);
   rc = fi_endpoint(domain_, info, &ep_, nullptr);
@@ -201,14 +196,12 @@ StatusOr<fi_addr_t> RawFabricEndpoint::InsertPeer(const std::string& name) {
   return addr;
 }
 
-StatusOr<RawFabricRegion> RawFabricEndpoint::Register(void* data,
-                                                      uint64_t length) {
+StatusOr<RawFabricRegion> RawFabricEndpoint::Register(void* data, uint64_t length) {
   RawFabricRegion r;
   const uint64_t access = FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
   // Without FI_MR_PROV_KEY the key is ours to choose; unique per region.
   const uint64_t requested_key = next_key_++;
-  int rc = fi_mr_reg(domain_, data, length, access, 0, requested_key, 0,
-                     &r.mr, nullptr);
+  int rc = fi_mr_reg(domain_, data, length, access, 0, requested_key, 0, &r.mr, nullptr);
   if (rc != 0) return Error("fi_mr_reg", rc);
   mrs_.push_back(r.mr);
   if (mr_mode_ & FI_MR_ENDPOINT) {
@@ -221,8 +214,7 @@ StatusOr<RawFabricRegion> RawFabricEndpoint::Register(void* data,
   if (r.key == FI_KEY_NOTAVAIL) {
     return Error("fi_mr_key (raw keys are not supported)", -FI_ENOSYS);
   }
-  r.remote_addr =
-      (mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(data) : 0;
+  r.remote_addr = (mr_mode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uint64_t>(data) : 0;
   return r;
 }
 
@@ -236,14 +228,13 @@ StatusOr<size_t> RawFabricEndpoint::Poll(fi_cq_data_entry* out, size_t max) {
   if (n == -FI_EAVAIL) {
     fi_cq_err_entry err{};
     fi_cq_readerr(cq_, &err, 0);
-    const char* text =
-        fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
-    return Status(err.err == FI_ECONNREFUSED || err.err == FI_ENOTCONN ||
-                          err.err == FI_ECONNRESET
-                      ? FERRY_PEER_GONE
-                      : FERRY_UNKNOWN,
-                  "raw fabric (" + provider_ + "): completion error: " +
-                      fi_strerror(err.err) + " (" + (text ? text : "") + ")");
+    const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
+    return Status(
+        err.err == FI_ECONNREFUSED || err.err == FI_ENOTCONN || err.err == FI_ECONNRESET
+            ? FERRY_PEER_GONE
+            : FERRY_UNKNOWN,
+        "raw fabric (" + provider_ + "): completion error: " + fi_strerror(err.err) +
+            " (" + (text ? text : "") + ")");
   }
   if (n != -FI_EAGAIN) return Error("fi_cq_read", n);
   if (mode_ == PollMode::kSleep) Wait();

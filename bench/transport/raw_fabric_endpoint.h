@@ -35,8 +35,8 @@ class RawFabricEndpoint {
   // Opens an RDM endpoint on `provider` ("" = libfabric's first choice).
   // With `want_rma`, it asks for FI_RMA writes carrying remote CQ data and
   // fails if the provider has neither; without, messages (FI_TAGGED) only.
-  static StatusOr<std::unique_ptr<RawFabricEndpoint>> Open(
-      const std::string& provider, bool want_rma, PollMode mode);
+  static StatusOr<std::unique_ptr<RawFabricEndpoint>> Open(const std::string& provider,
+                                                           bool want_rma, PollMode mode);
   ~RawFabricEndpoint();
   RawFabricEndpoint(const RawFabricEndpoint&) = delete;
   RawFabricEndpoint& operator=(const RawFabricEndpoint&) = delete;
@@ -82,8 +82,8 @@ class RawFabricEndpoint {
   uint64_t mr_mode_ = 0;
   uint64_t next_key_ = 1;
   PollMode mode_ = PollMode::kBusy;
-  int wait_fd_ = -1;          // the CQ's wait fd (sleep mode, when it has one)
-  IdleBackoff backoff_;   // sleep mode without a wait fd
+  int wait_fd_ = -1;     // the CQ's wait fd (sleep mode, when it has one)
+  IdleBackoff backoff_;  // sleep mode without a wait fd
   LoopCounters counters_;
 };
 

@@ -12,12 +12,12 @@
 namespace ferry::bench {
 namespace {
 
-constexpr uint64_t kDataTag = 1;  // data messages (msg path)
-constexpr uint64_t kCtrlTag = 2;  // set-up and the streaming test's ack
-constexpr uint64_t kRemoteData = 1;  // remote CQ data of an RMA message
-constexpr size_t kCtrlSize = 64 * 1024;  // per direction; > a 1024-key ring
-constexpr uint32_t kMagic = 0x46525746;  // "FWRF"
-constexpr size_t kMaxOps = 4096;  // > the largest window (1024) + set-up
+constexpr uint64_t kDataTag = 1;          // data messages (msg path)
+constexpr uint64_t kCtrlTag = 2;          // set-up and the streaming test's ack
+constexpr uint64_t kRemoteData = 1;       // remote CQ data of an RMA message
+constexpr size_t kCtrlSize = 64 * 1024;   // per direction; > a 1024-key ring
+constexpr uint32_t kMagic = 0x46525746;   // "FWRF"
+constexpr size_t kMaxOps = 4096;          // > the largest window (1024) + set-up
 constexpr int kWelcomeTimeoutMs = 30000;  // the peer accepts within set-up
 
 using Clock = std::chrono::steady_clock;
@@ -61,8 +61,8 @@ bool DecodeSetup(const std::string& in, std::string* name,
                  std::vector<RawFabricRegion>* regions) {
   size_t pos = 0;
   uint32_t magic = 0, name_len = 0, n = 0;
-  if (!GetU32(in, &pos, &magic) || magic != kMagic ||
-      !GetU32(in, &pos, &name_len) || in.size() - pos < name_len) {
+  if (!GetU32(in, &pos, &magic) || magic != kMagic || !GetU32(in, &pos, &name_len) ||
+      in.size() - pos < name_len) {
     return false;
   }
   *name = in.substr(pos, name_len);
@@ -173,8 +173,7 @@ Status RawFabricPingPong::Progress() {
         ++data_recvs_done_;
         break;
       case OpKind::kCtrlRecv: {
-        ctrl_inbox_.emplace_back(reinterpret_cast<const char*>(ctrl_->data()),
-                                 e.len);
+        ctrl_inbox_.emplace_back(reinterpret_cast<const char*>(ctrl_->data()), e.len);
         free_ops_.push_back(static_cast<uint32_t>(op - ops_.data()));
         Status st = PostCtrlRecv();
         if (!st.ok()) return st;
@@ -201,7 +200,8 @@ StatusOr<std::string> RawFabricPingPong::NextCtrl(int timeout_ms) {
     if (Clock::now() > deadline) {
       return Status(FERRY_DEADLINE_EXCEEDED,
                     "raw fabric: no set-up message from the other side "
-                    "within " + std::to_string(timeout_ms) + " ms");
+                    "within " +
+                        std::to_string(timeout_ms) + " ms");
     }
     Status st = Progress();
     if (!st.ok()) return st;
@@ -215,9 +215,8 @@ Status RawFabricPingPong::PostCtrlRecv() {
   Op* op = NewOp(OpKind::kCtrlRecv);
   if (op == nullptr) return Status(FERRY_INTERNAL, "raw fabric: no free op");
   for (;;) {
-    const ssize_t rc =
-        fi_trecv(endpoint_->ep(), ctrl_->data(), kCtrlSize, ctrl_region_.desc,
-                 FI_ADDR_UNSPEC, kCtrlTag, 0, &op->ctx);
+    const ssize_t rc = fi_trecv(endpoint_->ep(), ctrl_->data(), kCtrlSize,
+                                ctrl_region_.desc, FI_ADDR_UNSPEC, kCtrlTag, 0, &op->ctx);
     if (rc == 0) return Status();
     if (rc != -FI_EAGAIN) return endpoint_->Error("fi_trecv", rc);
     // Progress() re-posts this receive only when it completes, and it is
@@ -241,8 +240,8 @@ Status RawFabricPingPong::SendCtrl(const std::string& bytes, bool wait) {
       if (!st.ok()) return st;
       continue;
     }
-    const ssize_t rc = fi_tsend(endpoint_->ep(), out, bytes.size(),
-                                ctrl_region_.desc, peer_, kCtrlTag, &op->ctx);
+    const ssize_t rc = fi_tsend(endpoint_->ep(), out, bytes.size(), ctrl_region_.desc,
+                                peer_, kCtrlTag, &op->ctx);
     if (rc == 0) break;
     free_ops_.push_back(static_cast<uint32_t>(op - ops_.data()));
     if (rc != -FI_EAGAIN) return endpoint_->Error("fi_tsend", rc);
@@ -260,8 +259,7 @@ Status RawFabricPingPong::Accept(int timeout_ms) {
   if (!hello.ok()) return hello.status();
   std::string name;
   std::vector<RawFabricRegion> client_regions;
-  if (!DecodeSetup(hello.value(), &name, &client_regions) ||
-      client_regions.empty()) {
+  if (!DecodeSetup(hello.value(), &name, &client_regions) || client_regions.empty()) {
     return Status(FERRY_DATA_LOSS, "raw fabric: malformed hello");
   }
   auto addr = endpoint_->InsertPeer(name);
@@ -294,15 +292,14 @@ Status RawFabricPingPong::AwaitWelcome() {
   auto welcome = NextCtrl(kWelcomeTimeoutMs);
   if (!welcome.ok()) return welcome.status();
   std::string ignored;
-  if (!DecodeSetup(welcome.value(), &ignored, &peer_regions_) ||
-      peer_regions_.empty()) {
+  if (!DecodeSetup(welcome.value(), &ignored, &peer_regions_) || peer_regions_.empty()) {
     return Status(FERRY_DATA_LOSS, "raw fabric: malformed answer to hello");
   }
   return Status();
 }
 
-Status RawFabricPingPong::PostData(const uint8_t* data, uint64_t size,
-                                   void* desc, const RawFabricRegion& target) {
+Status RawFabricPingPong::PostData(const uint8_t* data, uint64_t size, void* desc,
+                                   const RawFabricRegion& target) {
   fid_ep* ep = endpoint_->ep();
   // Up to inject_size the provider copies the bytes at once and reports no
   // completion (fi_pingpong does the same); beyond, one operation with one.
@@ -337,14 +334,13 @@ Status RawFabricPingPong::PostData(const uint8_t* data, uint64_t size,
   }
 }
 
-Status RawFabricPingPong::PostDataRecv(uint8_t* data, uint64_t capacity,
-                                       void* desc) {
+Status RawFabricPingPong::PostDataRecv(uint8_t* data, uint64_t capacity, void* desc) {
   for (;;) {
     Op* op = NewOp(OpKind::kDataRecv);
     ssize_t rc = -FI_EAGAIN;
     if (op != nullptr) {
-      rc = fi_trecv(endpoint_->ep(), data, capacity, desc, FI_ADDR_UNSPEC,
-                    kDataTag, 0, &op->ctx);
+      rc = fi_trecv(endpoint_->ep(), data, capacity, desc, FI_ADDR_UNSPEC, kDataTag, 0,
+                    &op->ctx);
       if (rc == 0) {
         ++data_recvs_posted_;
         return Status();
@@ -367,14 +363,15 @@ Status RawFabricPingPong::WaitSendsDone() {
   return WaitFor([this] { return sends_done_ == sends_posted_; });
 }
 
-Status RawFabricPingPong::Flush() { return WaitSendsDone(); }
+Status RawFabricPingPong::Flush() {
+  return WaitSendsDone();
+}
 
 Status RawFabricPingPong::RoundTrip(uint64_t size) {
   Status st = AwaitWelcome();
   if (!st.ok()) return st;
   if (rma_) {
-    st = PostData(buffers_->send->data(), size, send_region_.desc,
-                  peer_regions_[0]);
+    st = PostData(buffers_->send->data(), size, send_region_.desc, peer_regions_[0]);
     if (st.ok()) {
       st = WaitFor([this] { return arrivals_ > arrivals_consumed_; });
     }
@@ -384,8 +381,7 @@ Status RawFabricPingPong::RoundTrip(uint64_t size) {
     st = PostDataRecv(buffers_->recv[0]->data(), buffers_->recv[0]->size(),
                       recv_regions_[0].desc);
     if (st.ok()) {
-      st = PostData(buffers_->send->data(), size, send_region_.desc,
-                    RawFabricRegion());
+      st = PostData(buffers_->send->data(), size, send_region_.desc, RawFabricRegion());
     }
     if (st.ok()) {
       st = WaitFor([this] { return data_recvs_done_ == data_recvs_posted_; });
@@ -402,8 +398,7 @@ Status RawFabricPingPong::Echo(uint64_t size) {
     if (!st.ok()) return st;
     ++arrivals_consumed_;
     // The client wrote into recv[0]; the reply comes from this side's own.
-    return PostData(buffers_->reply->data(), size, send_region_.desc,
-                    peer_regions_[0]);
+    return PostData(buffers_->reply->data(), size, send_region_.desc, peer_regions_[0]);
   }
   Status st = WaitFor([this] { return data_recvs_done_ == data_recvs_posted_; });
   if (!st.ok()) return st;
@@ -412,12 +407,10 @@ Status RawFabricPingPong::Echo(uint64_t size) {
   st = WaitSendsDone();
   if (st.ok()) st = PostLandingRecv();
   if (!st.ok()) return st;
-  return PostData(buffers_->reply->data(), size, send_region_.desc,
-                  RawFabricRegion());
+  return PostData(buffers_->reply->data(), size, send_region_.desc, RawFabricRegion());
 }
 
-Status RawFabricPingPong::Stream(uint64_t size, uint32_t count,
-                                 uint32_t window) {
+Status RawFabricPingPong::Stream(uint64_t size, uint32_t count, uint32_t window) {
   Status welcomed = AwaitWelcome();
   if (!welcomed.ok()) return welcomed;
   const size_t ring = peer_regions_.size();
@@ -427,8 +420,7 @@ Status RawFabricPingPong::Stream(uint64_t size, uint32_t count,
   for (uint32_t i = 0; i < count; ++i) {
     if (!inject) {
       Status st = WaitFor([&] {
-        return (sends_posted_ - base_posted) - (sends_done_ - base_done) <
-               window;
+        return (sends_posted_ - base_posted) - (sends_done_ - base_done) < window;
       });
       if (!st.ok()) return st;
     }
@@ -442,8 +434,7 @@ Status RawFabricPingPong::Stream(uint64_t size, uint32_t count,
   return ack.ok() ? Status() : ack.status();
 }
 
-Status RawFabricPingPong::StreamSink(uint64_t size, uint32_t count,
-                                     uint32_t window) {
+Status RawFabricPingPong::StreamSink(uint64_t size, uint32_t count, uint32_t window) {
   (void)size;
   Status st;
   if (rma_) {
@@ -460,8 +451,7 @@ Status RawFabricPingPong::StreamSink(uint64_t size, uint32_t count,
     uint32_t slot = 0;
     while (st.ok() && data_recvs_done_ < target) {
       while (to_post > 0 && data_recvs_posted_ - data_recvs_done_ < ring + 1) {
-        st = PostDataRecv(buffers_->recv[slot]->data(),
-                          buffers_->recv[slot]->size(),
+        st = PostDataRecv(buffers_->recv[slot]->data(), buffers_->recv[slot]->size(),
                           recv_regions_[slot].desc);
         if (!st.ok()) return st;
         slot = static_cast<uint32_t>((slot + 1) % ring);

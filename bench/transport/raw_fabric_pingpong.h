@@ -34,9 +34,10 @@ class RawFabricPingPong final : public PingPongClient, public PingPongServer {
   // Opens an endpoint on `provider` and registers `buffers` (borrowed for
   // the object's life). `path`: "rma", "msg", or "auto" (rma when the
   // provider has it).
-  static StatusOr<std::unique_ptr<RawFabricPingPong>> Open(
-      const std::string& provider, const std::string& path, PollMode mode,
-      BufferSet* buffers);
+  static StatusOr<std::unique_ptr<RawFabricPingPong>> Open(const std::string& provider,
+                                                           const std::string& path,
+                                                           PollMode mode,
+                                                           BufferSet* buffers);
   ~RawFabricPingPong() override;
 
   // Peer side: the endpoint's name (hex) for the client, then waiting for
@@ -64,8 +65,7 @@ class RawFabricPingPong final : public PingPongClient, public PingPongServer {
     OpKind kind;
   };
 
-  RawFabricPingPong(std::unique_ptr<RawFabricEndpoint> endpoint,
-                    BufferSet* buffers)
+  RawFabricPingPong(std::unique_ptr<RawFabricEndpoint> endpoint, BufferSet* buffers)
       : endpoint_(std::move(endpoint)), buffers_(buffers) {}
   Status RegisterBuffers();
   Op* NewOp(OpKind kind);
@@ -100,7 +100,7 @@ class RawFabricPingPong final : public PingPongClient, public PingPongServer {
   std::vector<RawFabricRegion> recv_regions_;  // parallel to buffers_->recv
   std::unique_ptr<Buffer> ctrl_;               // [recv half | send half]
   RawFabricRegion ctrl_region_;
-  std::unique_ptr<Buffer> spare_;              // peer, msg path
+  std::unique_ptr<Buffer> spare_;  // peer, msg path
   RawFabricRegion spare_region_;
   struct Landing {
     uint8_t* data;

@@ -44,11 +44,11 @@ struct alignas(2 * kLine) RingControl {
 };
 
 struct Header {
-  Line magic;       // peer, before the address is published
-  Line ring_size;   // peer, likewise
-  Line peer_pid;    // peer, likewise
-  Line client_pid;  // client, before `attached`
-  Line attached;    // client: 0 -> 1 (futex word)
+  Line magic;        // peer, before the address is published
+  Line ring_size;    // peer, likewise
+  Line peer_pid;     // peer, likewise
+  Line client_pid;   // client, before `attached`
+  Line attached;     // client: 0 -> 1 (futex word)
   RingControl up;    // client -> peer
   RingControl down;  // peer -> client
 };
@@ -71,7 +71,9 @@ long Futex(uint32_t* word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
 }
 
-uint64_t RoundUpToLine(uint64_t n) { return (n + kLine - 1) & ~(kLine - 1); }
+uint64_t RoundUpToLine(uint64_t n) {
+  return (n + kLine - 1) & ~(kLine - 1);
+}
 
 // Copies into (out of) the ring at stream position `at`, wrapping at the end.
 void CopyIn(uint8_t* ring, uint64_t at, const uint8_t* src, uint64_t n) {
@@ -138,8 +140,8 @@ RawShmPingPong::~RawShmPingPong() {
   munmap(base_, kMapSize);
 }
 
-StatusOr<std::unique_ptr<RawShmPingPong>> RawShmPingPong::Create(
-    PollMode mode, BufferSet* buffers) {
+StatusOr<std::unique_ptr<RawShmPingPong>> RawShmPingPong::Create(PollMode mode,
+                                                                 BufferSet* buffers) {
   const int fd = memfd_create("ferry-bench-raw-shm", MFD_CLOEXEC);
   if (fd < 0) return Errno("memfd_create");
   if (ftruncate(fd, static_cast<off_t>(kMapSize)) != 0) {
@@ -147,8 +149,7 @@ StatusOr<std::unique_ptr<RawShmPingPong>> RawShmPingPong::Create(
     close(fd);
     return st;
   }
-  void* base = mmap(nullptr, kMapSize, PROT_READ | PROT_WRITE, MAP_SHARED,
-                    fd, 0);
+  void* base = mmap(nullptr, kMapSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     Status st = Errno("mmap");
     close(fd);
@@ -163,8 +164,7 @@ StatusOr<std::unique_ptr<RawShmPingPong>> RawShmPingPong::Create(
   pp->header_->ring_size.value = kRingSize;
   pp->header_->peer_pid.value = static_cast<uint64_t>(getpid());
   Store(&pp->header_->magic.value, kMagic);
-  pp->address_ = "/proc/" + std::to_string(getpid()) + "/fd/" +
-                 std::to_string(fd);
+  pp->address_ = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd);
   return pp;
 }
 
@@ -178,8 +178,8 @@ StatusOr<std::unique_ptr<RawShmPingPong>> RawShmPingPong::Attach(
     return Status(FERRY_INVALID_ARGUMENT,
                   "raw shm: " + address + " is not the peer's mapping");
   }
-  void* base = mmap(nullptr, kMapSize, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* base =
+      mmap(nullptr, kMapSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);  // the mapping keeps the pages
   if (base == MAP_FAILED) return Errno("mmap " + address);
   std::unique_ptr<RawShmPingPong> pp(
@@ -202,9 +202,9 @@ Status RawShmPingPong::WaitAttached(int timeout_ms) {
     Futex(FutexWord(&header_->attached.value), FUTEX_WAIT, 0, &timeout);
   }
   if (Load(&header_->attached.value) == 0) {
-    return Status(FERRY_DEADLINE_EXCEEDED,
-                  "raw shm: the client did not map " + address_ + " within " +
-                      std::to_string(timeout_ms) + " ms");
+    return Status(FERRY_DEADLINE_EXCEEDED, "raw shm: the client did not map " + address_ +
+                                               " within " + std::to_string(timeout_ms) +
+                                               " ms");
   }
   peer_pid_ = static_cast<pid_t>(header_->client_pid.value);
   close(memfd_);
@@ -218,8 +218,7 @@ Status RawShmPingPong::CheckPeerAlive() {
                                      std::to_string(peer_pid_) + ") exited");
 }
 
-Status RawShmPingPong::WaitChange(const uint64_t* word, uint64_t seen,
-                                  uint64_t* flag) {
+Status RawShmPingPong::WaitChange(const uint64_t* word, uint64_t seen, uint64_t* flag) {
   if (mode_ == PollMode::kBusy) {
     for (uint32_t spins = 1; Load(word) == seen; ++spins) {
       ferry_support::CpuRelax();
@@ -239,8 +238,7 @@ Status RawShmPingPong::WaitChange(const uint64_t* word, uint64_t seen,
   while (__atomic_load_n(word, __ATOMIC_SEQ_CST) == seen) {
     ++counters_.waits;
     const timespec timeout{0, kFutexTimeoutNs};
-    if (Futex(FutexWord(word), FUTEX_WAIT, static_cast<uint32_t>(seen),
-              &timeout) != 0 &&
+    if (Futex(FutexWord(word), FUTEX_WAIT, static_cast<uint32_t>(seen), &timeout) != 0 &&
         errno == ETIMEDOUT) {
       st = CheckPeerAlive();
       if (!st.ok()) break;
@@ -272,8 +270,7 @@ Status RawShmPingPong::Send(const uint8_t* src, uint64_t size) {
       tx_.other = Load(&c->tail.value);
       free_bytes = kRingSize - (tx_.position - tx_.other);
       if (free_bytes == 0) {
-        Status st = WaitChange(&c->tail.value, tx_.other,
-                               &c->producer_waiting.value);
+        Status st = WaitChange(&c->tail.value, tx_.other, &c->producer_waiting.value);
         if (!st.ok()) return st;
         continue;
       }
@@ -297,8 +294,7 @@ Status RawShmPingPong::Receive(uint8_t* dst, uint64_t size) {
     if (rx_.other == rx_.position) {
       rx_.other = Load(&c->head.value);
       if (rx_.other == rx_.position) {
-        Status st = WaitChange(&c->head.value, rx_.position,
-                               &c->consumer_waiting.value);
+        Status st = WaitChange(&c->head.value, rx_.position, &c->consumer_waiting.value);
         if (!st.ok()) return st;
         continue;
       }
@@ -332,17 +328,17 @@ const ReferenceInfo kRawShmInfo = {
 class RawShmReference final : public Reference {
  public:
   const ReferenceInfo& info() const override { return kRawShmInfo; }
-  StatusOr<std::unique_ptr<ReferenceListener>> Listen(
-      PollMode mode, BufferSet* buffers) override {
+  StatusOr<std::unique_ptr<ReferenceListener>> Listen(PollMode mode,
+                                                      BufferSet* buffers) override {
     auto pp = RawShmPingPong::Create(mode, buffers);
     if (!pp.ok()) return pp.status();
     return std::unique_ptr<ReferenceListener>(
         new SelfAcceptingListener<RawShmPingPong, &RawShmPingPong::WaitAttached>(
             std::move(pp).value()));
   }
-  StatusOr<std::unique_ptr<PingPongClient>> Connect(
-      const std::string& address, PollMode mode,
-      BufferSet* buffers) override {
+  StatusOr<std::unique_ptr<PingPongClient>> Connect(const std::string& address,
+                                                    PollMode mode,
+                                                    BufferSet* buffers) override {
     auto pp = RawShmPingPong::Attach(address, mode, buffers);
     if (!pp.ok()) return pp.status();
     return std::unique_ptr<PingPongClient>(std::move(pp).value());

@@ -43,8 +43,9 @@ class RawShmPingPong final : public ByteStreamPingPong<RawShmPingPong> {
   static StatusOr<std::unique_ptr<RawShmPingPong>> Create(PollMode mode,
                                                           BufferSet* buffers);
   // Client side: maps the peer's memfd at `address` and says so.
-  static StatusOr<std::unique_ptr<RawShmPingPong>> Attach(
-      const std::string& address, PollMode mode, BufferSet* buffers);
+  static StatusOr<std::unique_ptr<RawShmPingPong>> Attach(const std::string& address,
+                                                          PollMode mode,
+                                                          BufferSet* buffers);
   ~RawShmPingPong() override;
   RawShmPingPong(const RawShmPingPong&) = delete;
   RawShmPingPong& operator=(const RawShmPingPong&) = delete;
@@ -69,8 +70,7 @@ class RawShmPingPong final : public ByteStreamPingPong<RawShmPingPong> {
     uint64_t other = 0;     // the last value seen of the other side's index
   };
 
-  RawShmPingPong(PollMode mode, BufferSet* buffers, void* base,
-                 bool is_client);
+  RawShmPingPong(PollMode mode, BufferSet* buffers, void* base, bool is_client);
   // Blocks until the word at `word` differs from `seen` (busy: spin; sleep:
   // the waiting-flag handshake and futex_wait). OK when it changed.
   Status WaitChange(const uint64_t* word, uint64_t seen, uint64_t* flag);

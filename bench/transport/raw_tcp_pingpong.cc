@@ -34,8 +34,7 @@ Status Configure(int fd) {
   return Status();
 }
 
-bool SplitHostPort(const std::string& address, std::string* host,
-                   uint16_t* port) {
+bool SplitHostPort(const std::string& address, std::string* host, uint16_t* port) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) return false;
   *host = address.substr(0, colon);
@@ -60,11 +59,13 @@ StatusOr<std::unique_ptr<RawTcpListener>> RawTcpListener::Open() {
     close(fd);
     return st;
   }
-  return std::unique_ptr<RawTcpListener>(new RawTcpListener(
-      fd, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port))));
+  return std::unique_ptr<RawTcpListener>(
+      new RawTcpListener(fd, "127.0.0.1:" + std::to_string(ntohs(addr.sin_port))));
 }
 
-RawTcpListener::~RawTcpListener() { close(fd_); }
+RawTcpListener::~RawTcpListener() {
+  close(fd_);
+}
 
 StatusOr<int> RawTcpListener::Accept(int timeout_ms) {
   pollfd p{fd_, POLLIN, 0};
@@ -74,9 +75,8 @@ StatusOr<int> RawTcpListener::Accept(int timeout_ms) {
   } while (n < 0 && errno == EINTR);
   if (n < 0) return Errno("poll(listener)");
   if (n == 0) {
-    return Status(FERRY_DEADLINE_EXCEEDED,
-                  "raw tcp: the peer did not connect within " +
-                      std::to_string(timeout_ms) + " ms");
+    return Status(FERRY_DEADLINE_EXCEEDED, "raw tcp: the peer did not connect within " +
+                                               std::to_string(timeout_ms) + " ms");
   }
   int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return Errno("accept");
@@ -95,8 +95,7 @@ StatusOr<int> RawTcpConnect(const std::string& address) {
   addr.sin_family = AF_INET;
   if (!SplitHostPort(address, &host, &port) ||
       inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return Status(FERRY_INVALID_ARGUMENT,
-                  "raw tcp: bad address '" + address + "'");
+    return Status(FERRY_INVALID_ARGUMENT, "raw tcp: bad address '" + address + "'");
   }
   addr.sin_port = htons(port);
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -118,7 +117,9 @@ StatusOr<int> RawTcpConnect(const std::string& address) {
 RawTcpPingPong::RawTcpPingPong(int fd, PollMode mode, BufferSet* buffers)
     : ByteStreamPingPong(buffers), fd_(fd), mode_(mode) {}
 
-RawTcpPingPong::~RawTcpPingPong() { close(fd_); }
+RawTcpPingPong::~RawTcpPingPong() {
+  close(fd_);
+}
 
 Status RawTcpPingPong::WaitFor(short events) {
   if (mode_ == PollMode::kBusy) return Status();  // spin: just retry the call
@@ -180,8 +181,8 @@ const ReferenceInfo kRawTcpInfo = {
 
 class RawTcpReferenceListener final : public ReferenceListener {
  public:
-  RawTcpReferenceListener(std::unique_ptr<RawTcpListener> listener,
-                          PollMode mode, BufferSet* buffers)
+  RawTcpReferenceListener(std::unique_ptr<RawTcpListener> listener, PollMode mode,
+                          BufferSet* buffers)
       : listener_(std::move(listener)), mode_(mode), buffers_(buffers) {}
   std::string address() const override { return listener_->address(); }
   StatusOr<std::unique_ptr<PingPongServer>> Accept(int timeout_ms) override {
@@ -200,22 +201,21 @@ class RawTcpReferenceListener final : public ReferenceListener {
 class RawTcpReference final : public Reference {
  public:
   const ReferenceInfo& info() const override { return kRawTcpInfo; }
-  StatusOr<std::unique_ptr<ReferenceListener>> Listen(
-      PollMode mode, BufferSet* buffers) override {
+  StatusOr<std::unique_ptr<ReferenceListener>> Listen(PollMode mode,
+                                                      BufferSet* buffers) override {
     auto listener = RawTcpListener::Open();
     if (!listener.ok()) return listener.status();
-    return std::unique_ptr<ReferenceListener>(new RawTcpReferenceListener(
-        std::move(listener).value(), mode, buffers));
+    return std::unique_ptr<ReferenceListener>(
+        new RawTcpReferenceListener(std::move(listener).value(), mode, buffers));
   }
   // A blocking connect() returns once the kernel queued the connection in
   // the listener's backlog: it never waits for the peer's accept().
-  StatusOr<std::unique_ptr<PingPongClient>> Connect(
-      const std::string& address, PollMode mode,
-      BufferSet* buffers) override {
+  StatusOr<std::unique_ptr<PingPongClient>> Connect(const std::string& address,
+                                                    PollMode mode,
+                                                    BufferSet* buffers) override {
     auto fd = RawTcpConnect(address);
     if (!fd.ok()) return fd.status();
-    return std::unique_ptr<PingPongClient>(
-        new RawTcpPingPong(fd.value(), mode, buffers));
+    return std::unique_ptr<PingPongClient>(new RawTcpPingPong(fd.value(), mode, buffers));
   }
 };
 

@@ -29,8 +29,7 @@ class RawTcpListener {
   StatusOr<int> Accept(int timeout_ms);
 
  private:
-  RawTcpListener(int fd, std::string address)
-      : fd_(fd), address_(std::move(address)) {}
+  RawTcpListener(int fd, std::string address) : fd_(fd), address_(std::move(address)) {}
   int fd_;
   std::string address_;
 };

@@ -77,12 +77,13 @@ class Reference {
  public:
   virtual ~Reference() = default;
   virtual const ReferenceInfo& info() const = 0;
-  virtual StatusOr<std::unique_ptr<ReferenceListener>> Listen(
-      PollMode mode, BufferSet* buffers) = 0;
+  virtual StatusOr<std::unique_ptr<ReferenceListener>> Listen(PollMode mode,
+                                                              BufferSet* buffers) = 0;
   // Must not wait for the peer to accept: the peer accepts every reference
   // and ferry in turn only after the client has connected them all.
-  virtual StatusOr<std::unique_ptr<PingPongClient>> Connect(
-      const std::string& address, PollMode mode, BufferSet* buffers) = 0;
+  virtual StatusOr<std::unique_ptr<PingPongClient>> Connect(const std::string& address,
+                                                            PollMode mode,
+                                                            BufferSet* buffers) = 0;
   // Batch references: each run is set up over the control channel
   // (borrowed for the life of what is returned).
   virtual StatusOr<std::unique_ptr<BatchPingPongServer>> ListenBatch(
@@ -111,7 +112,6 @@ struct ReferenceSet {
 // raw floor first. Plugins without references of their own get the raw TCP
 // floor (the tcp plugin's) as their baseline. The fabric plugin's run on
 // options.fabric_provider (ResolveFabricProvider).
-ReferenceSet ReferencesFor(const std::string& plugin_name,
-                           const Options& options);
+ReferenceSet ReferencesFor(const std::string& plugin_name, const Options& options);
 
 }  // namespace ferry::bench

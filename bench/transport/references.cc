@@ -9,8 +9,7 @@
 
 namespace ferry::bench {
 
-ReferenceSet ReferencesFor(const std::string& plugin_name,
-                           const Options& options) {
+ReferenceSet ReferencesFor(const std::string& plugin_name, const Options& options) {
   ReferenceSet set;
   if (plugin_name == "fabric") {
     AddFabricReferences(options, &set);

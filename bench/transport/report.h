@@ -31,10 +31,10 @@ struct PassResult {
 struct SuiteResult {
   PollMode mode = PollMode::kBusy;
   std::vector<SizeResult> sizes;
-  uint64_t caps = 0;              // FERRY_CAP_* the context reported
-  std::string description;        // the context's one-line description
+  uint64_t caps = 0;        // FERRY_CAP_* the context reported
+  std::string description;  // the context's one-line description
   bool wakeup_fd = false;
-  bool registered = false;        // buffers were registered with reg()
+  bool registered = false;  // buffers were registered with reg()
   uint64_t max_inline_size = 0;
   std::vector<PassResult> passes;
 };

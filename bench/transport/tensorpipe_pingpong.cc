@@ -88,10 +88,8 @@ class Completions {
         break;
       }
       ++counters->waits;
-      if (cv_.wait_for(lock, std::chrono::seconds(30)) ==
-          std::cv_status::timeout) {
-        st = Status(FERRY_DEADLINE_EXCEEDED,
-                    "tensorpipe: no callback within 30 s");
+      if (cv_.wait_for(lock, std::chrono::seconds(30)) == std::cv_status::timeout) {
+        st = Status(FERRY_DEADLINE_EXCEEDED, "tensorpipe: no callback within 30 s");
         break;
       }
     }
@@ -112,7 +110,7 @@ class Completions {
   std::mutex mutex_;
   std::condition_variable cv_;
   const std::atomic<uint64_t>* waiting_on_ = nullptr;  // guarded by mutex_
-  uint64_t target_ = 0;                                 // guarded by mutex_
+  uint64_t target_ = 0;                                // guarded by mutex_
   std::atomic<bool> failed_{false};
   std::string error_;
 };
@@ -184,8 +182,8 @@ bool ParseDescriptor(const tp::Descriptor& d, WireHeader* h, std::string* why) {
 }
 
 void Write(const std::shared_ptr<tp::Pipe>& pipe,
-           const std::shared_ptr<Completions>& done, uint64_t seq,
-           uint8_t* data, uint64_t size) {
+           const std::shared_ptr<Completions>& done, uint64_t seq, uint8_t* data,
+           uint64_t size) {
   pipe->write(MakeMessage(seq, data, size), [done](const tp::Error& error) {
     if (error) {
       done->Fail("write: " + error.what());
@@ -199,8 +197,7 @@ void Write(const std::shared_ptr<tp::Pipe>& pipe,
 // reply is chained in TensorPipe's callbacks (readDescriptor -> read).
 class TensorPipeClient final : public PingPongClient {
  public:
-  TensorPipeClient(std::unique_ptr<Endpoint> endpoint, PollMode mode,
-                   BufferSet* buffers)
+  TensorPipeClient(std::unique_ptr<Endpoint> endpoint, PollMode mode, BufferSet* buffers)
       : endpoint_(std::move(endpoint)),
         buffers_(buffers),
         done_(std::make_shared<Completions>(mode)) {}
@@ -218,13 +215,13 @@ class TensorPipeClient final : public PingPongClient {
   Status Stream(uint64_t size, uint32_t count, uint32_t window) override {
     for (uint32_t i = 0; i < count; ++i) {
       if (writes_posted_ >= window) {
-        Status st = done_->WaitAtLeast(&done_->writes_done,
-                                       writes_posted_ - window + 1, &counters_);
+        Status st = done_->WaitAtLeast(&done_->writes_done, writes_posted_ - window + 1,
+                                       &counters_);
         if (!st.ok()) return st;
       }
       ++writes_posted_;
-      Write(endpoint_->pipe, done_, kStreamFlag | next_seq_++,
-            buffers_->send->data(), size);
+      Write(endpoint_->pipe, done_, kStreamFlag | next_seq_++, buffers_->send->data(),
+            size);
     }
     const uint64_t reads = reads_posted_++;
     PostRead(nullptr, 0, kAckSeq);
@@ -243,32 +240,32 @@ class TensorPipeClient final : public PingPongClient {
   void PostRead(uint8_t* dest, uint64_t size, uint64_t expect_seq) {
     std::shared_ptr<tp::Pipe> pipe = endpoint_->pipe;
     std::shared_ptr<Completions> done = done_;
-    pipe->readDescriptor([pipe, done, dest, size, expect_seq](
-                             const tp::Error& error, tp::Descriptor d) {
-      if (error) {
-        done->Fail("readDescriptor: " + error.what());
-        return;
-      }
-      WireHeader h{};
-      std::string why;
-      if (!ParseDescriptor(d, &h, &why)) {
-        done->Fail(why);
-        return;
-      }
-      if (h.seq != expect_seq || h.length != size) {
-        done->Fail("expected message #" + std::to_string(expect_seq) +
-                   " of " + std::to_string(size) + " bytes, got #" +
-                   std::to_string(h.seq) + " of " + std::to_string(h.length));
-        return;
-      }
-      pipe->read(OneTensorAt(dest, size), [done](const tp::Error& e) {
-        if (e) {
-          done->Fail("read: " + e.what());
-          return;
-        }
-        done->Done(&done->reads_done);
-      });
-    });
+    pipe->readDescriptor(
+        [pipe, done, dest, size, expect_seq](const tp::Error& error, tp::Descriptor d) {
+          if (error) {
+            done->Fail("readDescriptor: " + error.what());
+            return;
+          }
+          WireHeader h{};
+          std::string why;
+          if (!ParseDescriptor(d, &h, &why)) {
+            done->Fail(why);
+            return;
+          }
+          if (h.seq != expect_seq || h.length != size) {
+            done->Fail("expected message #" + std::to_string(expect_seq) + " of " +
+                       std::to_string(size) + " bytes, got #" + std::to_string(h.seq) +
+                       " of " + std::to_string(h.length));
+            return;
+          }
+          pipe->read(OneTensorAt(dest, size), [done](const tp::Error& e) {
+            if (e) {
+              done->Fail("read: " + e.what());
+              return;
+            }
+            done->Done(&done->reads_done);
+          });
+        });
   }
 
   std::unique_ptr<Endpoint> endpoint_;
@@ -290,8 +287,7 @@ class TensorPipeClient final : public PingPongClient {
 // round trip's path.
 class TensorPipeServer final : public PingPongServer {
  public:
-  TensorPipeServer(std::unique_ptr<Endpoint> endpoint, PollMode mode,
-                   BufferSet* buffers)
+  TensorPipeServer(std::unique_ptr<Endpoint> endpoint, PollMode mode, BufferSet* buffers)
       : endpoint_(std::move(endpoint)),
         loop_(std::make_shared<Loop>(mode, buffers, endpoint_->pipe)) {
     PostNextRead(loop_);
@@ -312,11 +308,9 @@ class TensorPipeServer final : public PingPongServer {
     return Status();
   }
 
-  Status StreamSink(uint64_t /*size*/, uint32_t count,
-                    uint32_t /*window*/) override {
+  Status StreamSink(uint64_t /*size*/, uint32_t count, uint32_t /*window*/) override {
     stream_expected_ += count;
-    Status st =
-        loop_->done.WaitAtLeast(&loop_->streamed, stream_expected_, &counters_);
+    Status st = loop_->done.WaitAtLeast(&loop_->streamed, stream_expected_, &counters_);
     if (!st.ok()) return st;
     loop_->writes_posted.fetch_add(1, std::memory_order_relaxed);
     Write(loop_->pipe, loop_->done_ptr(), kAckSeq, nullptr, 0);
@@ -326,12 +320,11 @@ class TensorPipeServer final : public PingPongServer {
   // Every echo counted by Echo has been read and its reply written, and
   // every write (echoes, acks) has completed.
   Status Flush() override {
-    Status st =
-        loop_->done.WaitAtLeast(&loop_->echoes, echoes_expected_, &counters_);
+    Status st = loop_->done.WaitAtLeast(&loop_->echoes, echoes_expected_, &counters_);
     if (!st.ok()) return st;
-    return loop_->done.WaitAtLeast(
-        &loop_->done.writes_done,
-        loop_->writes_posted.load(std::memory_order_acquire), &counters_);
+    return loop_->done.WaitAtLeast(&loop_->done.writes_done,
+                                   loop_->writes_posted.load(std::memory_order_acquire),
+                                   &counters_);
   }
 
  private:
@@ -355,8 +348,7 @@ class TensorPipeServer final : public PingPongServer {
   };
 
   static void PostNextRead(const std::shared_ptr<Loop>& loop) {
-    loop->pipe->readDescriptor([loop](const tp::Error& error,
-                                      tp::Descriptor d) {
+    loop->pipe->readDescriptor([loop](const tp::Error& error, tp::Descriptor d) {
       if (error) {
         if (!loop->closing.load(std::memory_order_acquire)) {
           loop->done.Fail("readDescriptor: " + error.what());
@@ -372,34 +364,33 @@ class TensorPipeServer final : public PingPongServer {
       const bool stream = (h.seq & kStreamFlag) != 0;
       BufferSet* b = loop->buffers;
       uint8_t* dest =
-          stream ? b->recv[loop->streamed.load(std::memory_order_relaxed) %
-                           b->recv.size()]
-                       ->data()
-                 : b->recv[0]->data();
+          stream
+              ? b->recv[loop->streamed.load(std::memory_order_relaxed) % b->recv.size()]
+                    ->data()
+              : b->recv[0]->data();
       if (h.length > b->recv[0]->size()) {
         loop->done.Fail("a " + std::to_string(h.length) +
                         "-byte message is larger than the buffers");
         return;
       }
       const uint64_t seq = h.seq, size = h.length;
-      loop->pipe->read(
-          OneTensorAt(dest, size),
-          [loop, b, stream, dest, seq, size](const tp::Error& e) {
-            if (e) {
-              if (!loop->closing.load(std::memory_order_acquire)) {
-                loop->done.Fail("read: " + e.what());
-              }
-              return;
-            }
-            if (stream) {
-              loop->done.Done(&loop->streamed);
-            } else {
-              loop->writes_posted.fetch_add(1, std::memory_order_relaxed);
-              Write(loop->pipe, loop->done_ptr(), seq, b->reply->data(), size);
-              loop->done.Done(&loop->echoes);
-            }
-            PostNextRead(loop);
-          });
+      loop->pipe->read(OneTensorAt(dest, size), [loop, b, stream, dest, seq,
+                                                 size](const tp::Error& e) {
+        if (e) {
+          if (!loop->closing.load(std::memory_order_acquire)) {
+            loop->done.Fail("read: " + e.what());
+          }
+          return;
+        }
+        if (stream) {
+          loop->done.Done(&loop->streamed);
+        } else {
+          loop->writes_posted.fetch_add(1, std::memory_order_relaxed);
+          Write(loop->pipe, loop->done_ptr(), seq, b->reply->data(), size);
+          loop->done.Done(&loop->echoes);
+        }
+        PostNextRead(loop);
+      });
     });
   }
 
@@ -428,8 +419,7 @@ const ReferenceInfo kTensorPipeInfo = {
     /*isolated=*/true};
 
 Status Caught(const char* what, const std::exception& e) {
-  return Status(FERRY_UNKNOWN, std::string("tensorpipe: ") + what + ": " +
-                                   e.what());
+  return Status(FERRY_UNKNOWN, std::string("tensorpipe: ") + what + ": " + e.what());
 }
 
 class TensorPipeListener final : public ReferenceListener {
@@ -462,9 +452,8 @@ class TensorPipeListener final : public ReferenceListener {
     std::unique_lock<std::mutex> lock(accepted->mutex);
     if (!accepted->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                                [&] { return accepted->done; })) {
-      return Status(FERRY_DEADLINE_EXCEEDED,
-                    "tensorpipe: no pipe accepted within " +
-                        std::to_string(timeout_ms) + " ms");
+      return Status(FERRY_DEADLINE_EXCEEDED, "tensorpipe: no pipe accepted within " +
+                                                 std::to_string(timeout_ms) + " ms");
     }
     if (!accepted->error.empty() || !accepted->pipe) {
       return Status(FERRY_UNKNOWN, "tensorpipe: accept: " + accepted->error);
@@ -485,8 +474,8 @@ class TensorPipeShmReference final : public Reference {
  public:
   const ReferenceInfo& info() const override { return kTensorPipeInfo; }
 
-  StatusOr<std::unique_ptr<ReferenceListener>> Listen(
-      PollMode mode, BufferSet* buffers) override {
+  StatusOr<std::unique_ptr<ReferenceListener>> Listen(PollMode mode,
+                                                      BufferSet* buffers) override {
     try {
       auto endpoint = std::make_unique<Endpoint>();
       endpoint->context = MakeContext("bench-peer");
@@ -501,9 +490,9 @@ class TensorPipeShmReference final : public Reference {
 
   // Context::connect returns at once; the pipe finishes connecting in
   // TensorPipe's threads, and the first write waits for it.
-  StatusOr<std::unique_ptr<PingPongClient>> Connect(
-      const std::string& address, PollMode mode,
-      BufferSet* buffers) override {
+  StatusOr<std::unique_ptr<PingPongClient>> Connect(const std::string& address,
+                                                    PollMode mode,
+                                                    BufferSet* buffers) override {
     try {
       auto endpoint = std::make_unique<Endpoint>();
       endpoint->context = MakeContext("bench-client");

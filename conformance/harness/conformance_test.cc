@@ -3,15 +3,17 @@
 #include <signal.h>
 
 #include <atomic>
-#include <thread>
 #include <cstring>
+#include <thread>
 
 namespace ferry::conformance {
 namespace {
 
 std::atomic<int> g_sigpipes{0};
 
-void OnSigpipe(int) { g_sigpipes.fetch_add(1); }
+void OnSigpipe(int) {
+  g_sigpipes.fetch_add(1);
+}
 
 uint64_t SegmentSeed(uint64_t seed, size_t index) {
   return seed * 1000003ULL + index + 1;
@@ -83,12 +85,14 @@ void Inbox::OnArrival(const Event& e) {
   }
   if (options_.adjust) options_.adjust(e, &dests);
   Status st = test_->Place(e.conn, e.msg_id, dests, &m.place_cookie);
-  EXPECT_TRUE(st.ok()) << "place(msg_id " << e.msg_id << ", "
-                       << e.segments.size() << " dests): " << st.ToString();
+  EXPECT_TRUE(st.ok()) << "place(msg_id " << e.msg_id << ", " << e.segments.size()
+                       << " dests): " << st.ToString();
   if (!st.ok()) m.place_cookie = nullptr;
 }
 
-size_t Inbox::arrived() const { return messages_.size(); }
+size_t Inbox::arrived() const {
+  return messages_.size();
+}
 
 size_t Inbox::complete() const {
   size_t n = 0;
@@ -132,8 +136,7 @@ void ConformanceTest::SetUp() {
   RecordProperty("plugin", plugin_case().label);
   requirement_ = FindRequirement(info->test_suite_name(), info->name());
   if (requirement_ == nullptr) {
-    GTEST_FAIL() << "harness bug: " << info->test_suite_name() << "."
-                 << info->name()
+    GTEST_FAIL() << "harness bug: " << info->test_suite_name() << "." << info->name()
                  << " has no requirement id in conformance/harness/requirements.cc";
   }
   RecordProperty("requirement", requirement_->id);
@@ -164,8 +167,7 @@ void ConformanceTest::TearDown() {
     record.t->CloseListener(listener);
   }
   listeners_.clear();
-  if (!pump_.RunQuietlyUntil([&] { return pump_.ClosingConns().empty(); },
-                             kOpTimeout)) {
+  if (!pump_.RunQuietlyUntil([&] { return pump_.ClosingConns().empty(); }, kOpTimeout)) {
     ADD_FAILURE() << "INV-5: " << pump_.ClosingConns().size()
                   << " connection(s) close()d at teardown never returned "
                      "FERRY_EV_CLOSED within 10 s\n  last events:\n"
@@ -195,13 +197,14 @@ void ConformanceTest::TearDown() {
   }
 }
 
-Transport* ConformanceTest::OpenContext(uint32_t flags,
-                                        const std::string& instance) {
+Transport* ConformanceTest::OpenContext(uint32_t flags, const std::string& instance) {
   auto opened = Transport::Open(plugin(), flags, instance);
   if (!opened.ok()) {
     if (opened.status().code() == FERRY_UNAVAILABLE) {
-      [&] { FERRY_NOT_RUN("init() says the transport cannot run here: " +
-                          opened.status().ToString()); }();
+      [&] {
+        FERRY_NOT_RUN("init() says the transport cannot run here: " +
+                      opened.status().ToString());
+      }();
     } else {
       ADD_FAILURE() << "Transport::Open (init + query) failed: "
                     << opened.status().ToString();
@@ -251,8 +254,7 @@ void ConformanceTest::FinishContext(Transport* t) {
 // ---------------------------------------------------------------------------
 // Listeners and connections
 
-void ConformanceTest::ExpectPrompt(Clock::time_point start,
-                                   const std::string& call) {
+void ConformanceTest::ExpectPrompt(Clock::time_point start, const std::string& call) {
   const int64_t ms = ElapsedMs(start);
   EXPECT_LT(ms, kCallBound.count())
       << "LIFE-4 (calls never block): " << call << " took " << ms
@@ -291,8 +293,7 @@ void ConformanceTest::CloseListener(Transport* t, ferry_listener_t* listener) {
   listeners_.erase(listener);
 }
 
-ferry_conn_t* ConformanceTest::StartConnect(Transport* t,
-                                            const std::string& address,
+ferry_conn_t* ConformanceTest::StartConnect(Transport* t, const std::string& address,
                                             void** cookie, Status* status) {
   *cookie = tracker_.Begin(OpKind::kConnect, nullptr);
   ferry_conn_t* conn = nullptr;
@@ -324,8 +325,7 @@ ferry_conn_t* ConformanceTest::TakeAccepted(ferry_listener_t* listener) {
   return e ? e->conn : nullptr;
 }
 
-bool ConformanceTest::MakeLink(Transport* server, Transport* client,
-                               Link* link) {
+bool ConformanceTest::MakeLink(Transport* server, Transport* client, Link* link) {
   link->server_t = server;
   link->client_t = client;
   link->listener = Listen(server, &link->address);
@@ -386,8 +386,7 @@ OutMessage* ConformanceTest::NewMessage(uint64_t seed, size_t header_len,
   return &m;
 }
 
-Status ConformanceTest::TrySend(ferry_conn_t* conn, const OutMessage& m,
-                                void** cookie) {
+Status ConformanceTest::TrySend(ferry_conn_t* conn, const OutMessage& m, void** cookie) {
   Transport* t = pump_.TransportOf(conn);
   std::vector<ferry_segment_t> segs(m.segments.size());
   for (size_t i = 0; i < segs.size(); ++i) {
@@ -445,9 +444,8 @@ bool ConformanceTest::WaitOk(void* cookie, const std::string& what,
                              milliseconds timeout) {
   if (!WaitDone(cookie, what, timeout)) return false;
   if (tracker_.StatusOf(cookie) != FERRY_OK) {
-    ADD_FAILURE() << what << " completed with "
-                  << StatusText(tracker_.StatusOf(cookie)) << ": "
-                  << tracker_.MessageOf(cookie);
+    ADD_FAILURE() << what << " completed with " << StatusText(tracker_.StatusOf(cookie))
+                  << ": " << tracker_.MessageOf(cookie);
     return false;
   }
   return true;
@@ -487,8 +485,8 @@ Inbox* ConformanceTest::NewInbox(ferry_conn_t* conn, Inbox::Options options) {
   return inboxes_.back().get();
 }
 
-::testing::AssertionResult ConformanceTest::SameMessage(
-    const OutMessage& sent, const InMessage& got) const {
+::testing::AssertionResult ConformanceTest::SameMessage(const OutMessage& sent,
+                                                        const InMessage& got) const {
   if (sent.header != got.header) {
     size_t i = 0;
     while (i < sent.header.size() && i < got.header.size() &&
@@ -501,8 +499,7 @@ Inbox* ConformanceTest::NewInbox(ferry_conn_t* conn, Inbox::Options options) {
   }
   if (sent.segments.size() != got.segments.size()) {
     return ::testing::AssertionFailure()
-           << "sent " << sent.segments.size() << " segments, got "
-           << got.segments.size();
+           << "sent " << sent.segments.size() << " segments, got " << got.segments.size();
   }
   for (size_t s = 0; s < sent.segments.size(); ++s) {
     const auto& a = sent.segments[s];
@@ -530,8 +527,8 @@ Inbox* ConformanceTest::NewInbox(ferry_conn_t* conn, Inbox::Options options) {
 PeerProcess* ConformanceTest::SpawnPeer(const std::string& mode,
                                         const std::string& address) {
   std::string error;
-  auto peer = PeerProcess::Spawn(Options().self_exe, mode, plugin()->path(),
-                                 address, &error);
+  auto peer =
+      PeerProcess::Spawn(Options().self_exe, mode, plugin()->path(), address, &error);
   if (!peer) {
     ADD_FAILURE() << "could not start a peer process: " << error;
     return nullptr;
@@ -551,15 +548,15 @@ bool ConformanceTest::WaitPeerSays(PeerProcess* peer, const std::string& word,
       },
       timeout);
   if (!ok || !got) {
-    ADD_FAILURE() << "peer process " << peer->pid() << " did not say '"
-                  << word << "' within " << timeout.count() << " ms"
+    ADD_FAILURE() << "peer process " << peer->pid() << " did not say '" << word
+                  << "' within " << timeout.count() << " ms"
                   << (peer->ChannelClosed() ? " (it exited; see its stderr)" : "")
-                  << "\n  last events:\n" << pump_.RecentEvents();
+                  << "\n  last events:\n"
+                  << pump_.RecentEvents();
     return false;
   }
   if (line != word) {
-    ADD_FAILURE() << "peer process said '" << line << "', expected '" << word
-                  << "'";
+    ADD_FAILURE() << "peer process said '" << line << "', expected '" << word << "'";
     return false;
   }
   return true;

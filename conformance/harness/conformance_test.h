@@ -26,22 +26,21 @@
 
 // Marks the current test "not run" with a reason, or fails it in --strict
 // mode (fabtests' strict mode). Returns from the calling function.
-#define FERRY_NOT_RUN(reason)                                              \
-  do {                                                                     \
-    if (::ferry::conformance::Options().strict) {                          \
-      GTEST_FAIL() << "not run, which --strict counts as a failure: "      \
-                   << (reason);                                            \
-    } else {                                                               \
-      GTEST_SKIP() << (reason);                                            \
-    }                                                                      \
+#define FERRY_NOT_RUN(reason)                                                      \
+  do {                                                                             \
+    if (::ferry::conformance::Options().strict) {                                  \
+      GTEST_FAIL() << "not run, which --strict counts as a failure: " << (reason); \
+    } else {                                                                       \
+      GTEST_SKIP() << (reason);                                                    \
+    }                                                                              \
   } while (0)
 
 // Not run unless the context claims capability `cap` (a FERRY_CAP_* name).
-#define FERRY_REQUIRE_CAP(transport, cap)                                  \
-  do {                                                                     \
-    if (!(transport)->HasCap(cap)) {                                       \
-      FERRY_NOT_RUN("the plugin does not claim " #cap);                    \
-    }                                                                      \
+#define FERRY_REQUIRE_CAP(transport, cap)               \
+  do {                                                  \
+    if (!(transport)->HasCap(cap)) {                    \
+      FERRY_NOT_RUN("the plugin does not claim " #cap); \
+    }                                                   \
   } while (0)
 
 namespace ferry::conformance {
@@ -134,8 +133,8 @@ class ConformanceTest : public ::testing::TestWithParam<PluginParam> {
   ferry_listener_t* Listen(Transport* t, std::string* address);
   void CloseListener(Transport* t, ferry_listener_t* listener);
   // Posts connect(); nullptr when refused (*status says why).
-  ferry_conn_t* StartConnect(Transport* t, const std::string& address,
-                             void** cookie, Status* status = nullptr);
+  ferry_conn_t* StartConnect(Transport* t, const std::string& address, void** cookie,
+                             Status* status = nullptr);
   // The next ACCEPTED for `listener`, if one is queued.
   ferry_conn_t* TakeAccepted(ferry_listener_t* listener);
 
@@ -169,11 +168,9 @@ class ConformanceTest : public ::testing::TestWithParam<PluginParam> {
   // FERRY_UNAVAILABLE (back-pressure). nullptr after a failure.
   void* Send(ferry_conn_t* conn, const OutMessage& m);
   // Waits for the completion of `cookie` (any status).
-  bool WaitDone(void* cookie, const std::string& what,
-                milliseconds timeout = kOpTimeout);
+  bool WaitDone(void* cookie, const std::string& what, milliseconds timeout = kOpTimeout);
   // Waits for the completion and expects FERRY_OK.
-  bool WaitOk(void* cookie, const std::string& what,
-              milliseconds timeout = kOpTimeout);
+  bool WaitOk(void* cookie, const std::string& what, milliseconds timeout = kOpTimeout);
   // A fixture-owned Inbox on `conn`.
   Inbox* NewInbox(ferry_conn_t* conn, Inbox::Options options = {});
 

@@ -9,9 +9,12 @@ namespace {
 
 int32_t ExpectedEvent(OpKind kind) {
   switch (kind) {
-    case OpKind::kConnect: return FERRY_EV_CONNECTED;
-    case OpKind::kSend: return FERRY_EV_SEND_DONE;
-    case OpKind::kPlace: return FERRY_EV_PLACE_DONE;
+    case OpKind::kConnect:
+      return FERRY_EV_CONNECTED;
+    case OpKind::kSend:
+      return FERRY_EV_SEND_DONE;
+    case OpKind::kPlace:
+      return FERRY_EV_PLACE_DONE;
   }
   return 0;
 }
@@ -24,9 +27,12 @@ std::string CookieName(void* cookie) {
 
 const char* OpKindName(OpKind kind) {
   switch (kind) {
-    case OpKind::kConnect: return "connect";
-    case OpKind::kSend: return "send";
-    case OpKind::kPlace: return "place";
+    case OpKind::kConnect:
+      return "connect";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kPlace:
+      return "place";
   }
   return "?";
 }
@@ -60,39 +66,37 @@ void CookieTracker::Refused(void* cookie) {
   if (it->second.state == State::kDone) {
     ADD_FAILURE() << "INV-3 (a refused post produces no event): the "
                   << OpKindName(it->second.kind) << " was refused but its "
-                  << CookieName(cookie)
-                  << " already completed with " << StatusText(it->second.status);
+                  << CookieName(cookie) << " already completed with "
+                  << StatusText(it->second.status);
   }
   it->second.state = State::kRefused;
 }
 
-void CookieTracker::OnCompletion(int32_t event_type, void* cookie,
-                                 ferry_conn_t* conn, ferry_status_t status,
-                                 const std::string& message) {
+void CookieTracker::OnCompletion(int32_t event_type, void* cookie, ferry_conn_t* conn,
+                                 ferry_status_t status, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find(cookie);
   if (it == records_.end()) {
-    ADD_FAILURE() << "INV-1 (exactly once): completion event type "
-                  << event_type << " carries user_data " << cookie
+    ADD_FAILURE() << "INV-1 (exactly once): completion event type " << event_type
+                  << " carries user_data " << cookie
                   << ", which the suite never posted (or a completion for an "
                      "already forgotten operation)";
     return;
   }
   Record& r = it->second;
   if (ExpectedEvent(r.kind) != event_type) {
-    ADD_FAILURE() << "INV-1: " << CookieName(cookie) << " was a "
-                  << OpKindName(r.kind) << " but completed with event type "
-                  << event_type;
+    ADD_FAILURE() << "INV-1: " << CookieName(cookie) << " was a " << OpKindName(r.kind)
+                  << " but completed with event type " << event_type;
   }
   if (r.conn != nullptr && conn != nullptr && r.conn != conn) {
-    ADD_FAILURE() << "INV-1: " << CookieName(cookie) << " was posted on conn "
-                  << r.conn << " but completed on conn " << conn;
+    ADD_FAILURE() << "INV-1: " << CookieName(cookie) << " was posted on conn " << r.conn
+                  << " but completed on conn " << conn;
   }
   switch (r.state) {
     case State::kPosting:
       if (!concurrent_) {
-        ADD_FAILURE() << "INV-2 (never inline): the " << OpKindName(r.kind)
-                      << " (" << CookieName(cookie)
+        ADD_FAILURE() << "INV-2 (never inline): the " << OpKindName(r.kind) << " ("
+                      << CookieName(cookie)
                       << ") completed before the call that posted it returned";
       }
       break;
@@ -106,10 +110,9 @@ void CookieTracker::OnCompletion(int32_t event_type, void* cookie,
                     << StatusText(status);
       return;
     case State::kDone:
-      ADD_FAILURE() << "INV-1 (exactly once): the " << OpKindName(r.kind)
-                    << " (" << CookieName(cookie)
-                    << ") completed twice: first " << StatusText(r.status)
-                    << ", then " << StatusText(status);
+      ADD_FAILURE() << "INV-1 (exactly once): the " << OpKindName(r.kind) << " ("
+                    << CookieName(cookie) << ") completed twice: first "
+                    << StatusText(r.status) << ", then " << StatusText(status);
       return;
   }
   r.state = State::kDone;
@@ -139,8 +142,7 @@ size_t CookieTracker::Pending(ferry_conn_t* conn, bool include_posting) const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (const auto& [cookie, r] : records_) {
-    if ((r.state == State::kPending ||
-         (include_posting && r.state == State::kPosting)) &&
+    if ((r.state == State::kPending || (include_posting && r.state == State::kPosting)) &&
         (conn == nullptr || r.conn == conn)) {
       ++n;
     }
@@ -148,17 +150,15 @@ size_t CookieTracker::Pending(ferry_conn_t* conn, bool include_posting) const {
   return n;
 }
 
-std::vector<std::string> CookieTracker::DescribePending(
-    ferry_conn_t* conn, bool include_posting) const {
+std::vector<std::string> CookieTracker::DescribePending(ferry_conn_t* conn,
+                                                        bool include_posting) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
   for (const auto& [cookie, r] : records_) {
-    if ((r.state == State::kPending ||
-         (include_posting && r.state == State::kPosting)) &&
+    if ((r.state == State::kPending || (include_posting && r.state == State::kPosting)) &&
         (conn == nullptr || r.conn == conn)) {
       std::ostringstream line;
-      line << OpKindName(r.kind) << " " << CookieName(cookie) << " on conn "
-           << r.conn;
+      line << OpKindName(r.kind) << " " << CookieName(cookie) << " on conn " << r.conn;
       out.push_back(line.str());
     }
   }

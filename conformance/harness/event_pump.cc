@@ -56,8 +56,8 @@ size_t EventPump::Progress(Transport* transport, std::vector<Event>* out) {
       return 0;
     }
     if (n > max) {
-      ADD_FAILURE() << "INV-6: progress() reported " << n
-                    << " events for an array of " << max;
+      ADD_FAILURE() << "INV-6: progress() reported " << n << " events for an array of "
+                    << max;
       n = max;
     }
     for (uint32_t i = 0; i < n; ++i) {
@@ -81,11 +81,10 @@ size_t EventPump::Progress(Transport* transport, std::vector<Event>* out) {
   args->max_events = max;
   args->events = reinterpret_cast<ferry_event_t*>(padded_.data());
   args->event_stride = stride;
-  ferry_status_t rc = transport->plugin().vtable()->progress(
-      transport->context(), args.get());
+  ferry_status_t rc =
+      transport->plugin().vtable()->progress(transport->context(), args.get());
   if (rc != FERRY_OK) {
-    ADD_FAILURE() << "progress() with a larger args struct failed: "
-                  << StatusText(rc);
+    ADD_FAILURE() << "progress() with a larger args struct failed: " << StatusText(rc);
     return 0;
   }
   if (int64_t off = args.TailDamage(); off >= 0) {
@@ -95,23 +94,22 @@ size_t EventPump::Progress(Transport* transport, std::vector<Event>* out) {
   }
   uint32_t n = args->num_events;
   if (n > max) {
-    ADD_FAILURE() << "INV-6: progress() reported " << n
-                  << " events for an array of " << max;
+    ADD_FAILURE() << "INV-6: progress() reported " << n << " events for an array of "
+                  << max;
     n = max;
   }
   for (uint32_t i = 0; i < max; ++i) {
-    if (int64_t off = CanaryDamage(
-            padded_.data() + i * stride + sizeof(ferry_event_t), padding_);
+    if (int64_t off =
+            CanaryDamage(padded_.data() + i * stride + sizeof(ferry_event_t), padding_);
         off >= 0) {
       ADD_FAILURE() << "ABI-2: progress() wrote into the gap after event " << i
-                    << " (byte " << sizeof(ferry_event_t) + off
-                    << " of a " << stride << "-byte stride): events must be "
+                    << " (byte " << sizeof(ferry_event_t) + off << " of a " << stride
+                    << "-byte stride): events must be "
                        "strided by event_stride and written only up to the "
                        "plugin's own struct size";
     }
   }
-  if (int64_t off = CanaryDamage(padded_.data() + stride * max, padding_);
-      off >= 0) {
+  if (int64_t off = CanaryDamage(padded_.data() + stride * max, padding_); off >= 0) {
     ADD_FAILURE() << "ABI-2: progress() wrote past the end of the events "
                      "array (max_events "
                   << max << ")";
@@ -124,19 +122,19 @@ size_t EventPump::Progress(Transport* transport, std::vector<Event>* out) {
   return n;
 }
 
-bool EventPump::ParseEvent(Transport* transport, const ferry_event_t* raw,
-                           size_t stride, Event* out) {
+bool EventPump::ParseEvent(Transport* transport, const ferry_event_t* raw, size_t stride,
+                           Event* out) {
   if (raw->struct_size < FERRY_STRUCT_SIZE(ferry_event_t, status) ||
       raw->struct_size > stride) {
-    ADD_FAILURE() << "INV-6: event struct_size " << raw->struct_size
-                  << " is not within [" << FERRY_STRUCT_SIZE(ferry_event_t, status)
-                  << ", event_stride " << stride << "]";
+    ADD_FAILURE() << "INV-6: event struct_size " << raw->struct_size << " is not within ["
+                  << FERRY_STRUCT_SIZE(ferry_event_t, status) << ", event_stride "
+                  << stride << "]";
     return false;
   }
   if (raw->type == FERRY_EV_ARRIVAL) {
     if (raw->struct_size < FERRY_EVENT_STRUCT_SIZE) {
-      ADD_FAILURE() << "INV-7: ARRIVAL event with struct_size "
-                    << raw->struct_size << " lacks the arrival fields";
+      ADD_FAILURE() << "INV-7: ARRIVAL event with struct_size " << raw->struct_size
+                    << " lacks the arrival fields";
       return false;
     }
     const uint32_t n = raw->num_segments;
@@ -145,8 +143,9 @@ bool EventPump::ParseEvent(Transport* transport, const ferry_event_t* raw,
                     << " but a NULL header";
       return false;
     }
-    if (n > 0 && (raw->segments == nullptr ||
-                  raw->segment_stride < FERRY_STRUCT_SIZE(ferry_arrival_segment_t, length))) {
+    if (n > 0 &&
+        (raw->segments == nullptr ||
+         raw->segment_stride < FERRY_STRUCT_SIZE(ferry_arrival_segment_t, length))) {
       ADD_FAILURE() << "INV-7: ARRIVAL with " << n
                     << " segments but segments=" << raw->segments
                     << " segment_stride=" << raw->segment_stride;
@@ -213,8 +212,7 @@ void EventPump::Check(Event* e) {
   switch (e->type) {
     case FERRY_EV_CONN_BROKEN:
       if (++c.broken > 1) {
-        ADD_FAILURE() << "INV-5: CONN_BROKEN delivered twice for conn "
-                      << e->conn;
+        ADD_FAILURE() << "INV-5: CONN_BROKEN delivered twice for conn " << e->conn;
       }
       if (e->status == FERRY_OK) {
         ADD_FAILURE() << "INV-5: CONN_BROKEN with status OK";
@@ -338,24 +336,22 @@ bool EventPump::WaitForWork() {
   return ::poll(fds.data(), fds.size(), 10) > 0;
 }
 
-bool EventPump::RunQuietlyUntil(const std::function<bool()>& done,
-                                milliseconds timeout) {
+bool EventPump::RunQuietlyUntil(const std::function<bool()>& done, milliseconds timeout) {
   return testkit::PumpUntil([this] { return PollOnce(); }, done, timeout,
                             [this] { WaitForWork(); });
 }
 
-bool EventPump::RunUntil(const std::function<bool()>& done,
-                         milliseconds timeout, const std::string& what) {
+bool EventPump::RunUntil(const std::function<bool()>& done, milliseconds timeout,
+                         const std::string& what) {
   if (RunQuietlyUntil(done, timeout)) return true;
   std::string pending;
   for (const std::string& p : tracker_->DescribePending()) {
     pending += "\n    " + p;
   }
-  ADD_FAILURE() << "timed out after " << timeout.count()
-                << " ms waiting for " << what
+  ADD_FAILURE() << "timed out after " << timeout.count() << " ms waiting for " << what
                 << "\n  operations still pending:"
-                << (pending.empty() ? " none" : pending)
-                << "\n  last events:\n" << RecentEvents();
+                << (pending.empty() ? " none" : pending) << "\n  last events:\n"
+                << RecentEvents();
   return false;
 }
 
@@ -363,8 +359,7 @@ void EventPump::Churn(int rounds) {
   for (int i = 0; i < rounds; ++i) PollOnce();
 }
 
-void EventPump::NoteConnect(Transport* transport, ferry_conn_t* conn,
-                            void* user_data) {
+void EventPump::NoteConnect(Transport* transport, ferry_conn_t* conn, void* user_data) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = conns_.find(conn);
   if (it != conns_.end() && !it->second.closed) {
@@ -479,8 +474,7 @@ void EventPump::ClearArrivalHandler(ferry_conn_t* conn) {
   handlers_.erase(conn);
 }
 
-std::optional<Event> EventPump::Take(
-    const std::function<bool(const Event&)>& match) {
+std::optional<Event> EventPump::Take(const std::function<bool(const Event&)>& match) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
     if (match(*it)) {
@@ -496,8 +490,7 @@ bool EventPump::HasQueued(const std::function<bool(const Event&)>& match) const 
   return CountQueued(match) > 0;
 }
 
-size_t EventPump::CountQueued(
-    const std::function<bool(const Event&)>& match) const {
+size_t EventPump::CountQueued(const std::function<bool(const Event&)>& match) const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (const Event& e : queue_) n += match(e) ? 1 : 0;

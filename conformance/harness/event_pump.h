@@ -45,7 +45,9 @@ struct Event : testkit::EventView {
   Transport* transport = nullptr;
 };
 
-inline std::string Describe(const Event& event) { return testkit::Describe(event); }
+inline std::string Describe(const Event& event) {
+  return testkit::Describe(event);
+}
 
 class EventPump {
  public:
@@ -83,9 +85,9 @@ class EventPump {
   void NoteClose(ferry_conn_t* conn);
   void NoteAnswered(ferry_conn_t* conn, uint64_t msg_id);
   Transport* TransportOf(ferry_conn_t* conn) const;
-  bool IsClosed(ferry_conn_t* conn) const;      // CLOSED returned
+  bool IsClosed(ferry_conn_t* conn) const;  // CLOSED returned
   bool CloseCalled(ferry_conn_t* conn) const;
-  bool IsBroken(ferry_conn_t* conn) const;      // CONN_BROKEN returned
+  bool IsBroken(ferry_conn_t* conn) const;  // CONN_BROKEN returned
   ferry_status_t BrokenStatus(ferry_conn_t* conn) const;
   // Connections the host has not close()d yet.
   std::vector<ferry_conn_t*> UnclosedConns() const;
@@ -118,8 +120,8 @@ class EventPump {
   };
 
   size_t Progress(Transport* transport, std::vector<Event>* out);
-  bool ParseEvent(Transport* transport, const ferry_event_t* raw,
-                  size_t stride, Event* out);
+  bool ParseEvent(Transport* transport, const ferry_event_t* raw, size_t stride,
+                  Event* out);
   // Checks INV-4..7 and updates connection state; returns false when the
   // event must not be dispatched further.
   void Check(Event* event);

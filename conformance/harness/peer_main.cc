@@ -153,8 +153,8 @@ void Peer::OnArrival(const ferry_event_t& e) {
   bool all_inline = true;
   echo.segments.resize(e.num_segments);
   for (uint32_t i = 0; i < e.num_segments; ++i) {
-    const ferry_arrival_segment_t* s = FERRY_ELEMENT_AT(
-        const ferry_arrival_segment_t, e.segments, e.segment_stride, i);
+    const ferry_arrival_segment_t* s =
+        FERRY_ELEMENT_AT(const ferry_arrival_segment_t, e.segments, e.segment_stride, i);
     echo.segments[i].resize(s->length);
     dests[i].struct_size = FERRY_PLACE_DEST_STRUCT_SIZE;
     dests[i].device = {FERRY_DEVICE_CPU, 0};
@@ -206,7 +206,8 @@ int Peer::Pump() {
     switch (e.type) {
       case FERRY_EV_CONNECTED:
         connected_ = e.status == FERRY_OK;
-        if (!connected_) error_ = std::string("connect failed: ") + (e.message ? e.message : "");
+        if (!connected_)
+          error_ = std::string("connect failed: ") + (e.message ? e.message : "");
         break;
       case FERRY_EV_SEND_DONE:
         done_[e.user_data] = e.status;
@@ -254,7 +255,8 @@ bool Peer::PumpUntil(const std::function<bool()>& done, milliseconds timeout) {
 int Peer::Run() {
   PluginLoader loader;
   auto plugin = loader.Load(args_.plugin);
-  if (!plugin.ok()) return Fail("load " + args_.plugin + ": " + plugin.status().ToString());
+  if (!plugin.ok())
+    return Fail("load " + args_.plugin + ": " + plugin.status().ToString());
   auto transport = Transport::Open(plugin.value(), 0, "conformance-peer");
   if (!transport.ok()) return Fail("init: " + transport.status().ToString());
   t_ = std::move(transport.value());
@@ -335,14 +337,19 @@ int RunPeer(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i];
     std::string value = argv[i + 1];
-    if (key == "--peer") args.mode = value;
-    else if (key == "--peer-plugin") args.plugin = value;
-    else if (key == "--peer-address") args.address = value;
-    else if (key == "--peer-fd") args.fd = std::atoi(value.c_str());
+    if (key == "--peer")
+      args.mode = value;
+    else if (key == "--peer-plugin")
+      args.plugin = value;
+    else if (key == "--peer-address")
+      args.address = value;
+    else if (key == "--peer-fd")
+      args.fd = std::atoi(value.c_str());
   }
   if (args.fd < 0 || args.mode.empty() || args.plugin.empty()) {
-    std::fprintf(stderr, "ferry-conformance: --peer is internal (used by the "
-                         "suite to start peer processes)\n");
+    std::fprintf(stderr,
+                 "ferry-conformance: --peer is internal (used by the "
+                 "suite to start peer processes)\n");
     return 2;
   }
   // Die with the parent even if it is killed before it can close the channel.

@@ -30,9 +30,15 @@ std::unique_ptr<PeerProcess> PeerProcess::Spawn(const std::string& exe,
   fcntl(sv[0], F_SETFD, FD_CLOEXEC);
   fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 
-  std::vector<std::string> args = {exe,           "--peer",         mode,
-                                   "--peer-plugin", plugin_path,    "--peer-address",
-                                   address,       "--peer-fd",      std::to_string(sv[1])};
+  std::vector<std::string> args = {exe,
+                                   "--peer",
+                                   mode,
+                                   "--peer-plugin",
+                                   plugin_path,
+                                   "--peer-address",
+                                   address,
+                                   "--peer-fd",
+                                   std::to_string(sv[1])};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -81,9 +87,8 @@ bool PeerProcess::TryReadLine(std::string* line) {
 
 bool PeerProcess::Tell(const std::string& word) {
   std::string line = word + "\n";
-  return fd_ >= 0 &&
-         send(fd_, line.data(), line.size(), MSG_NOSIGNAL) ==
-             static_cast<ssize_t>(line.size());
+  return fd_ >= 0 && send(fd_, line.data(), line.size(), MSG_NOSIGNAL) ==
+                         static_cast<ssize_t>(line.size());
 }
 
 void PeerProcess::CloseChannel() {

@@ -22,7 +22,7 @@ struct PluginCase {
   std::string label;      // gtest-safe name: "tcp", "fx_wrong_major"
   std::string requested;  // as named on the command line, or the file found
   std::shared_ptr<const Plugin> plugin;  // null when loading failed
-  Status load_status;     // why it failed to load
+  Status load_status;                    // why it failed to load
 };
 
 struct PluginParam {
@@ -36,8 +36,8 @@ std::vector<PluginCase>& PluginCases();
 std::vector<PluginParam>& PluginParams();
 
 struct RunOptions {
-  bool strict = false;    // not-run counts as failure
-  std::string self_exe;   // this binary, re-executed for --peer processes
+  bool strict = false;   // not-run counts as failure
+  std::string self_exe;  // this binary, re-executed for --peer processes
 };
 RunOptions& Options();
 

@@ -34,9 +34,10 @@ void FatalSignal(int sig) {
   const char* b = " while running ";
   (void)!write(2, b, std::strlen(b));
   (void)!write(2, g_running, std::strlen(g_running));
-  const char* c = "\n  The plugin (or the suite) crashed: the requirement above "
-                  "is the one to look at; rerun it alone with "
-                  "--gtest_filter to debug.\n";
+  const char* c =
+      "\n  The plugin (or the suite) crashed: the requirement above "
+      "is the one to look at; rerun it alone with "
+      "--gtest_filter to debug.\n";
   (void)!write(2, c, std::strlen(c));
   signal(sig, SIG_DFL);
   raise(sig);
@@ -46,11 +47,21 @@ std::string JsonEscape(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -68,11 +79,21 @@ std::string XmlEscape(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\n': out += "&#10;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\n':
+        out += "&#10;";
+        break;
       default:
         if (c < 0x20 && c != '\t') {
           out += ' ';
@@ -160,10 +181,10 @@ std::string PluginLine(const PluginCase& c) {
   std::ostringstream s;
   if (c.plugin) {
     s << c.plugin->name() << " " << c.plugin->version() << "  ABI "
-      << c.plugin->abi_major() << "." << c.plugin->abi_minor()
-      << " (plugin supports " << c.plugin->abi_major() << "."
-      << c.plugin->plugin_minor_min() << "-" << c.plugin->abi_major() << "."
-      << c.plugin->plugin_minor_max() << ")  " << c.plugin->path();
+      << c.plugin->abi_major() << "." << c.plugin->abi_minor() << " (plugin supports "
+      << c.plugin->abi_major() << "." << c.plugin->plugin_minor_min() << "-"
+      << c.plugin->abi_major() << "." << c.plugin->plugin_minor_max() << ")  "
+      << c.plugin->path();
   } else {
     s << c.label << "  (did not load: " << c.requested << ")";
   }
@@ -174,9 +195,12 @@ std::string PluginLine(const PluginCase& c) {
 
 const char* ResultWord(Result result) {
   switch (result) {
-    case Result::kPass: return "PASS";
-    case Result::kFail: return "FAIL";
-    case Result::kNotRun: return "NOT RUN";
+    case Result::kPass:
+      return "PASS";
+    case Result::kFail:
+      return "FAIL";
+    case Result::kNotRun:
+      return "NOT RUN";
   }
   return "?";
 }
@@ -267,8 +291,8 @@ void Report::Watch() {
     const std::string test = current_test_;
     // A timed wait is the point here: this thread only exists to notice a
     // test that never ends (a plugin call blocking forever).
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
-        running_ && test == current_test_ && !stop_) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && running_ &&
+        test == current_test_ && !stop_) {
       lock.unlock();
       OnHang();
       return;
@@ -309,9 +333,15 @@ Counts Report::counts() const {
   Counts c;
   for (const Outcome& o : outcomes_) {
     switch (o.result) {
-      case Result::kPass: ++c.passed; break;
-      case Result::kFail: ++c.failed; break;
-      case Result::kNotRun: ++c.not_run; break;
+      case Result::kPass:
+        ++c.passed;
+        break;
+      case Result::kFail:
+        ++c.failed;
+        break;
+      case Result::kNotRun:
+        ++c.not_run;
+        break;
     }
   }
   return c;
@@ -323,9 +353,9 @@ void Report::PrintText(std::ostream& os) const {
     std::lock_guard<std::mutex> lock(mu_);
     outcomes = outcomes_;
   }
-  os << "\n==== ferry conformance report (transport ABI "
-     << FERRY_TRANSPORT_ABI_MAJOR << "." << FERRY_TRANSPORT_ABI_MINOR
-     << (Options().strict ? ", strict" : "") << ") ====\n";
+  os << "\n==== ferry conformance report (transport ABI " << FERRY_TRANSPORT_ABI_MAJOR
+     << "." << FERRY_TRANSPORT_ABI_MINOR << (Options().strict ? ", strict" : "")
+     << ") ====\n";
   for (const auto& [label, list] : ByPlugin(outcomes)) {
     const PluginCase* c = CaseByLabel(label);
     os << "\nplugin " << (c ? PluginLine(*c) : label) << "\n";
@@ -354,11 +384,12 @@ void Report::PrintText(std::ostream& os) const {
   }
   Counts n;
   for (const Outcome& o : outcomes) {
-    (o.result == Result::kPass ? n.passed
-     : o.result == Result::kFail ? n.failed : n.not_run)++;
+    (o.result == Result::kPass   ? n.passed
+     : o.result == Result::kFail ? n.failed
+                                 : n.not_run)++;
   }
-  os << "\n" << n.passed << " passed, " << n.failed << " failed, " << n.not_run
-     << " not run\n";
+  os << "\n"
+     << n.passed << " passed, " << n.failed << " failed, " << n.not_run << " not run\n";
 }
 
 bool Report::WriteJson(const std::string& path, std::string* error) const {
@@ -374,28 +405,28 @@ bool Report::WriteJson(const std::string& path, std::string* error) const {
   }
   Counts n;
   for (const Outcome& o : outcomes) {
-    (o.result == Result::kPass ? n.passed
-     : o.result == Result::kFail ? n.failed : n.not_run)++;
+    (o.result == Result::kPass   ? n.passed
+     : o.result == Result::kFail ? n.failed
+                                 : n.not_run)++;
   }
   out << "{\n  \"format\": \"ferry-conformance-report/1\",\n"
-      << "  \"abi\": \"" << FERRY_TRANSPORT_ABI_MAJOR << "."
-      << FERRY_TRANSPORT_ABI_MINOR << "\",\n"
+      << "  \"abi\": \"" << FERRY_TRANSPORT_ABI_MAJOR << "." << FERRY_TRANSPORT_ABI_MINOR
+      << "\",\n"
       << "  \"strict\": " << (Options().strict ? "true" : "false") << ",\n"
-      << "  \"summary\": {\"passed\": " << n.passed << ", \"failed\": "
-      << n.failed << ", \"not_run\": " << n.not_run << "},\n"
+      << "  \"summary\": {\"passed\": " << n.passed << ", \"failed\": " << n.failed
+      << ", \"not_run\": " << n.not_run << "},\n"
       << "  \"plugins\": [";
   bool first_plugin = true;
   for (const auto& [label, list] : ByPlugin(outcomes)) {
     const PluginCase* c = CaseByLabel(label);
-    out << (first_plugin ? "\n" : ",\n") << "    {\"label\": \""
-        << JsonEscape(label) << "\", ";
+    out << (first_plugin ? "\n" : ",\n") << "    {\"label\": \"" << JsonEscape(label)
+        << "\", ";
     first_plugin = false;
     if (c != nullptr && c->plugin) {
-      out << "\"name\": \"" << JsonEscape(c->plugin->name())
-          << "\", \"version\": \"" << JsonEscape(c->plugin->version())
-          << "\", \"path\": \"" << JsonEscape(c->plugin->path())
-          << "\", \"abi\": \"" << c->plugin->abi_major() << "."
-          << c->plugin->abi_minor() << "\", \"loaded\": true, ";
+      out << "\"name\": \"" << JsonEscape(c->plugin->name()) << "\", \"version\": \""
+          << JsonEscape(c->plugin->version()) << "\", \"path\": \""
+          << JsonEscape(c->plugin->path()) << "\", \"abi\": \"" << c->plugin->abi_major()
+          << "." << c->plugin->abi_minor() << "\", \"loaded\": true, ";
     } else if (c != nullptr) {
       out << "\"requested\": \"" << JsonEscape(c->requested)
           << "\", \"loaded\": false, \"load_error\": \""
@@ -409,10 +440,9 @@ bool Report::WriteJson(const std::string& path, std::string* error) const {
           << (o->result == Result::kPass   ? "pass"
               : o->result == Result::kFail ? "fail"
                                            : "not-run")
-          << "\", \"test\": \"" << JsonEscape(o->test)
-          << "\", \"title\": \"" << JsonEscape(Title(o->requirement))
-          << "\", \"seconds\": " << o->seconds << ", \"reason\": \""
-          << JsonEscape(o->reason) << "\"}";
+          << "\", \"test\": \"" << JsonEscape(o->test) << "\", \"title\": \""
+          << JsonEscape(Title(o->requirement)) << "\", \"seconds\": " << o->seconds
+          << ", \"reason\": \"" << JsonEscape(o->reason) << "\"}";
       first = false;
     }
     out << (first ? "}}" : "\n    }}");
@@ -432,7 +462,8 @@ bool Report::WriteJunit(const std::string& path, std::string* error) const {
     *error = "cannot write " + path;
     return false;
   }
-  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ferry-conformance\">\n";
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites "
+         "name=\"ferry-conformance\">\n";
   for (const auto& [label, list] : ByPlugin(outcomes)) {
     int failures = 0, skipped = 0;
     double seconds = 0;
@@ -441,10 +472,9 @@ bool Report::WriteJunit(const std::string& path, std::string* error) const {
       skipped += o->result == Result::kNotRun;
       seconds += o->seconds;
     }
-    out << "  <testsuite name=\"ferry-conformance." << XmlEscape(label)
-        << "\" tests=\"" << list.size() << "\" failures=\"" << failures
-        << "\" skipped=\"" << skipped << "\" errors=\"0\" time=\"" << seconds
-        << "\">\n";
+    out << "  <testsuite name=\"ferry-conformance." << XmlEscape(label) << "\" tests=\""
+        << list.size() << "\" failures=\"" << failures << "\" skipped=\"" << skipped
+        << "\" errors=\"0\" time=\"" << seconds << "\">\n";
     for (const Outcome* o : list) {
       out << "    <testcase classname=\"ferry.conformance." << XmlEscape(label)
           << "\" name=\"" << XmlEscape(o->requirement + " " + Title(o->requirement))

@@ -26,7 +26,7 @@ struct Outcome {
   std::string requirement;  // "MSG-3"
   std::string test;         // "Plugins/MessagingTest.OversizedMessageRefused/tcp"
   Result result = Result::kPass;
-  std::string reason;       // empty for a pass
+  std::string reason;  // empty for a pass
   double seconds = 0;
 };
 

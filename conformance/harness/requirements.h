@@ -10,12 +10,12 @@
 namespace ferry::conformance {
 
 struct Requirement {
-  const char* id;     // "MSG-3"
-  const char* suite;  // the fixture class: "MessagingTest"
-  const char* test;   // the TEST_P name: "OversizedMessageRefused"
-  const char* gate;   // "" or the capability / feature it needs
-  const char* title;  // one line for reports
-  bool needs_context; // SetUp opens contexts (init must work)
+  const char* id;      // "MSG-3"
+  const char* suite;   // the fixture class: "MessagingTest"
+  const char* test;    // the TEST_P name: "OversizedMessageRefused"
+  const char* gate;    // "" or the capability / feature it needs
+  const char* title;   // one line for reports
+  bool needs_context;  // SetUp opens contexts (init must work)
 };
 
 const std::vector<Requirement>& Requirements();

@@ -10,7 +10,9 @@
 
 namespace ferry::conformance {
 
-void FillCanary(void* p, size_t len) { std::memset(p, kCanary, len); }
+void FillCanary(void* p, size_t len) {
+  std::memset(p, kCanary, len);
+}
 
 int64_t CanaryDamage(const void* p, size_t len) {
   const auto* b = static_cast<const unsigned char*>(p);
@@ -24,15 +26,17 @@ GuardedBuffer::GuardedBuffer(size_t size) : size_(size) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t body = (size + page - 1) / page * page;
   map_len_ = body + page;
-  map_ = mmap(nullptr, map_len_, PROT_READ | PROT_WRITE,
-              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  map_ =
+      mmap(nullptr, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map_ == MAP_FAILED) std::abort();
   auto* base = static_cast<unsigned char*>(map_);
   mprotect(base + body, page, PROT_NONE);
   data_ = base + body - size;
 }
 
-GuardedBuffer::~GuardedBuffer() { munmap(map_, map_len_); }
+GuardedBuffer::~GuardedBuffer() {
+  munmap(map_, map_len_);
+}
 
 std::set<int> OpenFds() {
   std::set<int> fds;
@@ -49,8 +53,7 @@ std::set<int> OpenFds() {
 }
 
 std::string StatusText(ferry_status_t status) {
-  return std::string(StatusCodeName(status)) + " (" + std::to_string(status) +
-         ")";
+  return std::string(StatusCodeName(status)) + " (" + std::to_string(status) + ")";
 }
 
 std::string Bytes(uint64_t n) {

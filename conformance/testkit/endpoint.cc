@@ -8,7 +8,8 @@
 namespace ferry::testkit {
 
 Endpoint::Endpoint(std::shared_ptr<const Plugin> plugin, Options options)
-    : options_(std::move(options)), raw_(options_.max_events == 0 ? 1 : options_.max_events) {
+    : options_(std::move(options)),
+      raw_(options_.max_events == 0 ? 1 : options_.max_events) {
   if (!plugin) {
     status_ = Status(FERRY_NOT_FOUND, "plugin not loaded");
     return;
@@ -33,14 +34,17 @@ size_t Endpoint::PollOnce() {
   for (uint32_t i = 0; i < n; ++i) {
     Event e = CopyEvent(raw_[i]);
     if (options_.expect_event_messages && e.status != FERRY_OK) {
-      EXPECT_FALSE(e.message.empty()) << "a failed event without a message: " << Describe(e);
+      EXPECT_FALSE(e.message.empty())
+          << "a failed event without a message: " << Describe(e);
     }
     events_.push_back(std::move(e));
   }
   return n;
 }
 
-bool Endpoint::Has(int32_t type, ferry_conn_t* conn) const { return Count(type, conn) > 0; }
+bool Endpoint::Has(int32_t type, ferry_conn_t* conn) const {
+  return Count(type, conn) > 0;
+}
 
 size_t Endpoint::Count(int32_t type, ferry_conn_t* conn) const {
   size_t n = 0;
@@ -88,8 +92,9 @@ bool PumpUntil(const std::function<size_t()>& poll, const std::function<bool()>&
   return true;
 }
 
-bool PumpUntil(std::initializer_list<Endpoint*> endpoints, const std::function<bool()>& done,
-               std::chrono::milliseconds timeout, Idle idle) {
+bool PumpUntil(std::initializer_list<Endpoint*> endpoints,
+               const std::function<bool()>& done, std::chrono::milliseconds timeout,
+               Idle idle) {
   auto poll_all = [&] {
     size_t n = 0;
     for (Endpoint* e : endpoints) n += e->PollOnce();
@@ -105,15 +110,16 @@ bool PumpUntil(std::initializer_list<Endpoint*> endpoints, const std::function<b
   });
 }
 
-void PumpFor(std::initializer_list<Endpoint*> endpoints, std::chrono::milliseconds duration) {
+void PumpFor(std::initializer_list<Endpoint*> endpoints,
+             std::chrono::milliseconds duration) {
   const auto until = Clock::now() + duration;
   while (Clock::now() < until) {
     for (Endpoint* e : endpoints) e->PollOnce();
   }
 }
 
-bool Connect(Endpoint* client, Endpoint* server, const std::string& listen_address, Link* link,
-             void* user_data, std::chrono::milliseconds timeout) {
+bool Connect(Endpoint* client, Endpoint* server, const std::string& listen_address,
+             Link* link, void* user_data, std::chrono::milliseconds timeout) {
   link->address = server->Listen(listen_address, &link->listener);
   if (link->address.empty()) return false;
   Status st = client->t().Connect(link->address, user_data, &link->client);
@@ -121,7 +127,10 @@ bool Connect(Endpoint* client, Endpoint* server, const std::string& listen_addre
   if (!st.ok()) return false;
   const bool connected = PumpUntil(
       {client, server},
-      [&] { return client->Has(FERRY_EV_CONNECTED, link->client) && server->Has(FERRY_EV_ACCEPTED); },
+      [&] {
+        return client->Has(FERRY_EV_CONNECTED, link->client) &&
+               server->Has(FERRY_EV_ACCEPTED);
+      },
       timeout);
   EXPECT_TRUE(connected) << "connect to " << link->address
                          << " did not complete (no CONNECTED and ACCEPTED)";
@@ -136,12 +145,13 @@ void CloseLink(Endpoint* client, Endpoint* server, const Link& link,
                std::chrono::milliseconds timeout) {
   client->t().Close(link.client);
   server->t().Close(link.server);
-  EXPECT_TRUE(PumpUntil({client, server},
-                        [&] {
-                          return client->Has(FERRY_EV_CLOSED, link.client) &&
-                                 server->Has(FERRY_EV_CLOSED, link.server);
-                        },
-                        timeout))
+  EXPECT_TRUE(PumpUntil(
+      {client, server},
+      [&] {
+        return client->Has(FERRY_EV_CLOSED, link.client) &&
+               server->Has(FERRY_EV_CLOSED, link.server);
+      },
+      timeout))
       << "no CLOSED after close()";
   if (link.listener != nullptr) server->t().CloseListener(link.listener);
 }
@@ -156,7 +166,8 @@ ferry_segment_t Segment(const void* data, uint64_t length, int32_t device_type) 
 }
 
 ferry_send_args_t SendArgs(const std::string& header,
-                           const std::vector<ferry_segment_t>& segments, void* user_data) {
+                           const std::vector<ferry_segment_t>& segments,
+                           void* user_data) {
   ferry_send_args_t a{};
   a.struct_size = sizeof a;
   a.header = header.data();
@@ -177,7 +188,8 @@ ferry_place_dest_t Dest(void* data, uint64_t capacity) {
   return d;
 }
 
-ferry_place_args_t PlaceArgs(uint64_t msg_id, const std::vector<ferry_place_dest_t>& dests,
+ferry_place_args_t PlaceArgs(uint64_t msg_id,
+                             const std::vector<ferry_place_dest_t>& dests,
                              void* user_data) {
   ferry_place_args_t a{};
   a.struct_size = sizeof a;

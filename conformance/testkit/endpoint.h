@@ -27,9 +27,9 @@ using Clock = std::chrono::steady_clock;
 class Endpoint {
  public:
   struct Options {
-    uint32_t flags = 0;            // FERRY_INIT_*
+    uint32_t flags = 0;  // FERRY_INIT_*
     std::string instance = "test";
-    uint32_t max_events = 64;      // per progress() call
+    uint32_t max_events = 64;  // per progress() call
     // EXPECT that every progress() succeeds, and that every event whose
     // status is not FERRY_OK carries a message.
     bool expect_progress_ok = true;
@@ -89,12 +89,14 @@ enum class Idle {
 };
 
 // Polls every endpoint until done() holds; false at the deadline.
-bool PumpUntil(std::initializer_list<Endpoint*> endpoints, const std::function<bool()>& done,
+bool PumpUntil(std::initializer_list<Endpoint*> endpoints,
+               const std::function<bool()>& done,
                std::chrono::milliseconds timeout = std::chrono::seconds(30),
                Idle idle = Idle::kSpin);
 // Polls every endpoint for `duration` (to show that something does *not*
 // happen).
-void PumpFor(std::initializer_list<Endpoint*> endpoints, std::chrono::milliseconds duration);
+void PumpFor(std::initializer_list<Endpoint*> endpoints,
+             std::chrono::milliseconds duration);
 
 // A connected pair: the client's conn (from connect()) and the server's
 // (from ACCEPTED), and the listener it came through.
@@ -121,7 +123,8 @@ ferry_segment_t Segment(const void* data, uint64_t length,
 ferry_send_args_t SendArgs(const std::string& header,
                            const std::vector<ferry_segment_t>& segments, void* user_data);
 ferry_place_dest_t Dest(void* data, uint64_t capacity);
-ferry_place_args_t PlaceArgs(uint64_t msg_id, const std::vector<ferry_place_dest_t>& dests,
+ferry_place_args_t PlaceArgs(uint64_t msg_id,
+                             const std::vector<ferry_place_dest_t>& dests,
                              void* user_data);
 
 }  // namespace ferry::testkit

@@ -40,13 +40,14 @@ EventView ReadEvent(const ferry_event_t& raw) {
   out.user_data = EVENT_FIELD(raw, user_data);
   out.conn_user_data = EVENT_FIELD(raw, conn_user_data);
   if (const char* message = EVENT_FIELD(raw, message)) out.message = message;
-  if (out.type != FERRY_EV_ARRIVAL || raw.struct_size < FERRY_EVENT_STRUCT_SIZE) return out;
+  if (out.type != FERRY_EV_ARRIVAL || raw.struct_size < FERRY_EVENT_STRUCT_SIZE)
+    return out;
   out.msg_id = raw.msg_id;
   out.header = raw.header;
   out.header_len = raw.header_len;
   for (uint32_t i = 0; i < raw.num_segments; ++i) {
-    const ferry_arrival_segment_t* s =
-        FERRY_ELEMENT_AT(const ferry_arrival_segment_t, raw.segments, raw.segment_stride, i);
+    const ferry_arrival_segment_t* s = FERRY_ELEMENT_AT(
+        const ferry_arrival_segment_t, raw.segments, raw.segment_stride, i);
     SegmentView v;
     v.length = s->length;
     if (FERRY_FIELD_PRESENT(s, ferry_arrival_segment_t, device)) v.device = s->device;
@@ -75,7 +76,8 @@ Event CopyEvent(const ferry_event_t& raw) {
     copy.device = s.device;
     copy.inline_data = s.inline_data;
     copy.is_inline = s.inline_data != nullptr;
-    if (copy.is_inline) copy.bytes.assign(static_cast<const char*>(s.inline_data), s.length);
+    if (copy.is_inline)
+      copy.bytes.assign(static_cast<const char*>(s.inline_data), s.length);
     e.segments.push_back(std::move(copy));
   }
   return e;
@@ -83,13 +85,20 @@ Event CopyEvent(const ferry_event_t& raw) {
 
 const char* EventTypeName(int32_t type) {
   switch (type) {
-    case FERRY_EV_CONNECTED: return "CONNECTED";
-    case FERRY_EV_ACCEPTED: return "ACCEPTED";
-    case FERRY_EV_SEND_DONE: return "SEND_DONE";
-    case FERRY_EV_ARRIVAL: return "ARRIVAL";
-    case FERRY_EV_PLACE_DONE: return "PLACE_DONE";
-    case FERRY_EV_CONN_BROKEN: return "CONN_BROKEN";
-    case FERRY_EV_CLOSED: return "CLOSED";
+    case FERRY_EV_CONNECTED:
+      return "CONNECTED";
+    case FERRY_EV_ACCEPTED:
+      return "ACCEPTED";
+    case FERRY_EV_SEND_DONE:
+      return "SEND_DONE";
+    case FERRY_EV_ARRIVAL:
+      return "ARRIVAL";
+    case FERRY_EV_PLACE_DONE:
+      return "PLACE_DONE";
+    case FERRY_EV_CONN_BROKEN:
+      return "CONN_BROKEN";
+    case FERRY_EV_CLOSED:
+      return "CLOSED";
   }
   return "UNKNOWN_EVENT";
 }
@@ -103,7 +112,8 @@ std::string Describe(const EventView& e) {
   if (e.type == FERRY_EV_ARRIVAL) {
     s << " msg_id=" << e.msg_id << " header=" << e.header_len << "B segments=[";
     for (size_t i = 0; i < e.segments.size(); ++i) {
-      s << (i ? "," : "") << e.segments[i].length << (e.segments[i].inline_data ? "i" : "");
+      s << (i ? "," : "") << e.segments[i].length
+        << (e.segments[i].inline_data ? "i" : "");
     }
     s << "]";
   }

@@ -12,8 +12,9 @@ namespace ferry::testkit {
 
 class ScopedParams {
  public:
-  explicit ScopedParams(std::string plugin,
-                        std::initializer_list<std::pair<std::string, std::string>> kv = {});
+  explicit ScopedParams(
+      std::string plugin,
+      std::initializer_list<std::pair<std::string, std::string>> kv = {});
   ~ScopedParams();
   ScopedParams(const ScopedParams&) = delete;
   ScopedParams& operator=(const ScopedParams&) = delete;

@@ -9,7 +9,8 @@ namespace ferry::testkit {
 StatusOr<std::shared_ptr<const Plugin>> LoadPlugin(const std::string& dir,
                                                    const std::string& name) {
   static std::mutex mu;
-  static std::map<std::pair<std::string, std::string>, std::shared_ptr<const Plugin>> loaded;
+  static std::map<std::pair<std::string, std::string>, std::shared_ptr<const Plugin>>
+      loaded;
   std::lock_guard<std::mutex> lock(mu);
   auto it = loaded.find({dir, name});
   if (it != loaded.end()) return it->second;

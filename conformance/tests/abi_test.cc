@@ -22,9 +22,9 @@ TEST_P(AbiTest, InitAndQueryAcceptLargerStructs) {
   err->capacity = sizeof buf;
   ferry_context_t* ctx = nullptr;
   ferry_status_t rc = vt()->init(init.get(), &ctx, err.get());
-  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK)) << "init() with a larger ferry_init_args_t (struct_size "
-                          << init.size() << "): " << StatusText(rc) << " \"" << buf
-                          << "\"";
+  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK))
+      << "init() with a larger ferry_init_args_t (struct_size " << init.size()
+      << "): " << StatusText(rc) << " \"" << buf << "\"";
   ASSERT_NE(ctx, nullptr);
   EXPECT_EQ(init.TailDamage(), -1) << "init() wrote into its (const) args";
   EXPECT_EQ(err.TailDamage(), -1);
@@ -32,7 +32,8 @@ TEST_P(AbiTest, InitAndQueryAcceptLargerStructs) {
   // A newer host's bigger info struct: filled as usual, tail untouched.
   Padded<ferry_context_info_t> big(64);
   rc = vt()->query(ctx, big.get());
-  EXPECT_EQ(StatusText(rc), StatusText(FERRY_OK)) << "query() with a larger ferry_context_info_t";
+  EXPECT_EQ(StatusText(rc), StatusText(FERRY_OK))
+      << "query() with a larger ferry_context_info_t";
   EXPECT_EQ(big.TailDamage(), -1)
       << "query() wrote beyond the ferry_context_info_t it knows";
   EXPECT_GT(big->struct_size, 0u);
@@ -52,7 +53,8 @@ TEST_P(AbiTest, InitAndQueryAcceptLargerStructs) {
   small->struct_size = static_cast<uint32_t>(size);
   FillCanary(raw.data() + size, raw.size() - size);
   rc = vt()->query(ctx, small);
-  EXPECT_EQ(StatusText(rc), StatusText(FERRY_OK)) << "query() with a smaller (older) ferry_context_info_t";
+  EXPECT_EQ(StatusText(rc), StatusText(FERRY_OK))
+      << "query() with a smaller (older) ferry_context_info_t";
   int64_t off = CanaryDamage(raw.data() + size, raw.size() - size);
   EXPECT_EQ(off, -1) << "query() wrote byte " << off + static_cast<int64_t>(size)
                      << " of an info struct whose struct_size is " << size;
@@ -82,8 +84,10 @@ TEST_P(AbiTest, ProgressHonoursEventStride) {
     ASSERT_NE(Send(link.server, *to_client[i]), nullptr);
   }
   ASSERT_TRUE(pump().RunUntil(
-      [&] { return server->complete() == 6 && client->complete() == 6 &&
-                   tracker().Pending() == 0; },
+      [&] {
+        return server->complete() == 6 && client->complete() == 6 &&
+               tracker().Pending() == 0;
+      },
       kOpTimeout, "12 messages through a padded progress()"));
   for (int i = 0; i < 6; ++i) {
     bool found_s = false, found_c = false;
@@ -116,8 +120,9 @@ TEST_P(AbiTest, PostsAcceptLargerStructsAndStrides) {
   la->user_data = reinterpret_cast<void*>(0x4440);
   ferry_listener_t* listener = nullptr;
   ferry_status_t rc = vt()->listen(server_t->context(), la.get(), &listener, err.get());
-  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK)) << "listen() with a larger ferry_listen_args_t: "
-                          << StatusText(rc) << " \"" << ebuf << "\"";
+  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK))
+      << "listen() with a larger ferry_listen_args_t: " << StatusText(rc) << " \"" << ebuf
+      << "\"";
   auto address = server_t->ListenerAddress(listener);
   ASSERT_TRUE(address.ok()) << address.status().ToString();
 
@@ -128,8 +133,9 @@ TEST_P(AbiTest, PostsAcceptLargerStructsAndStrides) {
   ca->user_data = connect_cookie;
   ferry_conn_t* conn = nullptr;
   rc = vt()->connect(client_t->context(), ca.get(), &conn, err.get());
-  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK)) << "connect() with a larger ferry_connect_args_t: "
-                          << StatusText(rc) << " \"" << ebuf << "\"";
+  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK))
+      << "connect() with a larger ferry_connect_args_t: " << StatusText(rc) << " \""
+      << ebuf << "\"";
   tracker().Posted(connect_cookie, conn);
   pump().NoteConnect(client_t, conn, connect_cookie);
   ferry_conn_t* accepted = nullptr;
@@ -177,9 +183,9 @@ TEST_P(AbiTest, PostsAcceptLargerStructsAndStrides) {
   } else {
     tracker().Refused(send_cookie);
   }
-  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK)) << "send() with a larger ferry_send_args_t and a "
-                          << stride << "-byte segment_stride: " << StatusText(rc)
-                          << " \"" << ebuf << "\"";
+  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK))
+      << "send() with a larger ferry_send_args_t and a " << stride
+      << "-byte segment_stride: " << StatusText(rc) << " \"" << ebuf << "\"";
   EXPECT_EQ(sa.TailDamage(), -1) << "send() wrote into its (const) args";
   for (size_t i = 0; i < n; ++i) {
     EXPECT_EQ(CanaryDamage(segs.data() + i * stride + sizeof(ferry_segment_t), extra), -1)
@@ -228,22 +234,24 @@ TEST_P(AbiTest, PostsAcceptLargerStructsAndStrides) {
       pump().NoteAnswered(e.conn, e.msg_id);
     } else {
       tracker().Refused(place_cookie);
-      ADD_FAILURE() << "place() with a larger ferry_place_args_t and a "
-                    << dstride << "-byte dest_stride: " << StatusText(prc)
-                    << " \"" << ebuf << "\"";
+      ADD_FAILURE() << "place() with a larger ferry_place_args_t and a " << dstride
+                    << "-byte dest_stride: " << StatusText(prc) << " \"" << ebuf << "\"";
       place_cookie = nullptr;
     }
   });
   ASSERT_TRUE(pump().RunUntil(
-      [&] { return place_cookie != nullptr && tracker().Done(place_cookie) &&
-                   tracker().Done(send_cookie); },
+      [&] {
+        return place_cookie != nullptr && tracker().Done(place_cookie) &&
+               tracker().Done(send_cookie);
+      },
       kOpTimeout, "the message sent and placed with padded structs"));
   EXPECT_EQ(StatusText(tracker().StatusOf(place_cookie)), StatusText(FERRY_OK));
   EXPECT_EQ(StatusText(tracker().StatusOf(send_cookie)), StatusText(FERRY_OK));
   EXPECT_TRUE(SameMessage(*m, got));
   EXPECT_EQ(pa.TailDamage(), -1) << "place() wrote into its (const) args";
   for (size_t i = 0; i * dstride < dests.size(); ++i) {
-    EXPECT_EQ(CanaryDamage(dests.data() + i * dstride + sizeof(ferry_place_dest_t), extra), -1)
+    EXPECT_EQ(
+        CanaryDamage(dests.data() + i * dstride + sizeof(ferry_place_dest_t), extra), -1)
         << "place() wrote into destination descriptor " << i;
   }
   server_t->CloseListener(listener);
@@ -304,11 +312,13 @@ TEST_P(AbiTest, MissingOptionalEntriesAreUnsupported) {
   ferry_transport_vtable_t cut = *vt();
   cut.struct_size = static_cast<uint32_t>(offsetof(ferry_transport_vtable_t, reg));
   EXPECT_FALSE(VtableHas(&cut, FERRY_VT(reg), sizeof cut.reg));
-  EXPECT_FALSE(VtableHas(&cut, FERRY_VT(conn_peer_address), sizeof cut.conn_peer_address));
+  EXPECT_FALSE(
+      VtableHas(&cut, FERRY_VT(conn_peer_address), sizeof cut.conn_peer_address));
   EXPECT_TRUE(VtableHas(&cut, FERRY_VT(send), sizeof cut.send));
   ferry_transport_vtable_t nulled = *vt();
   nulled.set_conn_user_data = nullptr;
-  EXPECT_FALSE(VtableHas(&nulled, FERRY_VT(set_conn_user_data), sizeof nulled.set_conn_user_data));
+  EXPECT_FALSE(
+      VtableHas(&nulled, FERRY_VT(set_conn_user_data), sizeof nulled.set_conn_user_data));
 
   Link link;
   ASSERT_TRUE(MakeLink(&link));
@@ -348,11 +358,12 @@ TEST_P(AbiTest, MissingOptionalEntriesAreUnsupported) {
   if (!a()->Has(FERRY_VT(set_conn_user_data))) {
     a()->SetConnUserData(link.server, reinterpret_cast<void*>(0x1230));
   }
-  RecordProperty("optional_entries",
-                 std::string(a()->Has(FERRY_VT(set_conn_user_data)) ? "set_conn_user_data " : "") +
-                     (a()->Has(FERRY_VT(reg)) ? "reg " : "") +
-                     (a()->Has(FERRY_VT(dereg)) ? "dereg " : "") +
-                     (a()->Has(FERRY_VT(conn_peer_address)) ? "conn_peer_address" : ""));
+  RecordProperty(
+      "optional_entries",
+      std::string(a()->Has(FERRY_VT(set_conn_user_data)) ? "set_conn_user_data " : "") +
+          (a()->Has(FERRY_VT(reg)) ? "reg " : "") +
+          (a()->Has(FERRY_VT(dereg)) ? "dereg " : "") +
+          (a()->Has(FERRY_VT(conn_peer_address)) ? "conn_peer_address" : ""));
 }
 
 INSTANTIATE_TEST_SUITE_P(Plugins, AbiTest, ::testing::ValuesIn(PluginParams()),

@@ -54,8 +54,11 @@ TEST_P(ConcurrencyTest, ConcurrentPosting) {
     });
   }
   const bool done = pump().RunUntil(
-      [&] { return failed || (finished == kThreads && in->complete() == kThreads * kPerThread &&
-                              tracker().Pending() == 0); },
+      [&] {
+        return failed ||
+               (finished == kThreads && in->complete() == kThreads * kPerThread &&
+                tracker().Pending() == 0);
+      },
       milliseconds(30000), "1000 messages posted from 4 threads");
   failed = failed || !done;
   for (std::thread& th : posters) th.join();
@@ -70,8 +73,8 @@ TEST_P(ConcurrencyTest, ConcurrentPosting) {
     ++seen[id[0]][id[1]];
     EXPECT_TRUE(SameMessage(*work[id[0]][id[1]], m));
     if (a()->HasCap(FERRY_CAP_ORDERED)) {
-      EXPECT_GT(id[1], last[id[0]]) << "thread " << id[0]
-                                    << "'s messages arrived out of order";
+      EXPECT_GT(id[1], last[id[0]])
+          << "thread " << id[0] << "'s messages arrived out of order";
     }
     last[id[0]] = id[1];
   }
@@ -92,7 +95,8 @@ TEST_P(ConcurrencyTest, CloseWhilePosting) {
   NewInbox(link.server);
   std::vector<std::vector<OutMessage*>> work(kThreads);
   for (int t = 0; t < kThreads; ++t) {
-    for (int i = 0; i < kPerThread; ++i) work[t].push_back(NewMessage(6000 + t * 1000 + i, 8, {4 * kKiB}));
+    for (int i = 0; i < kPerThread; ++i)
+      work[t].push_back(NewMessage(6000 + t * 1000 + i, 8, {4 * kKiB}));
   }
   std::atomic<int> posted{0};
   std::atomic<int> posters_left{kThreads};
@@ -112,7 +116,8 @@ TEST_P(ConcurrencyTest, CloseWhilePosting) {
           std::this_thread::yield();
         } else {
           // Refused for good: the connection is closing.
-          if (!close_starting) ADD_FAILURE() << "send refused before close(): " << s.ToString();
+          if (!close_starting)
+            ADD_FAILURE() << "send refused before close(): " << s.ToString();
           EXPECT_NE(StatusText(s.code()), StatusText(FERRY_UNAVAILABLE))
               << "send() on a closing connection kept asking to be retried";
           break;

@@ -27,7 +27,8 @@ class ErrBuf {
   // The message, or "" when nothing (or no terminated string) was written.
   std::string text() const {
     for (size_t i = 0; i < capacity_; ++i) {
-      if (bytes_[i] == '\0') return std::string(reinterpret_cast<const char*>(bytes_.data()), i);
+      if (bytes_[i] == '\0')
+        return std::string(reinterpret_cast<const char*>(bytes_.data()), i);
     }
     return "";
   }
@@ -111,14 +112,14 @@ TEST_P(ErrorTest, FailingCallsFillErrorBuffer) {
       EXPECT_EQ(StatusText(rc), StatusText(expected)) << what;
     }
     ++checked;
-    EXPECT_FALSE(big.text().empty())
-        << what << " failed with " << StatusText(rc) << " and left the error buffer empty";
+    EXPECT_FALSE(big.text().empty()) << what << " failed with " << StatusText(rc)
+                                     << " and left the error buffer empty";
     EXPECT_TRUE(big.tail_intact()) << what << ": wrote past the error buffer's capacity";
     for (size_t cap : {size_t(8), size_t(1)}) {
       ErrBuf small(cap);
       EXPECT_NE(call(small.get()), FERRY_OK) << what << " (capacity " << cap << ")";
-      EXPECT_TRUE(small.terminated())
-          << what << ": with capacity " << cap << " the message must be cut and NUL-terminated";
+      EXPECT_TRUE(small.terminated()) << what << ": with capacity " << cap
+                                      << " the message must be cut and NUL-terminated";
       EXPECT_TRUE(small.tail_intact())
           << what << ": wrote past an error buffer of capacity " << cap;
     }
@@ -128,86 +129,107 @@ TEST_P(ErrorTest, FailingCallsFillErrorBuffer) {
   static GuardedBuffer tiny(16);
   const uint64_t max = a()->info().max_message_size;
   if (max < UINT64_MAX - 1) {
-    check("send() of max_message_size + 1 bytes", [&](ferry_error_buf_t* err) {
-      ferry_segment_t seg{FERRY_SEGMENT_STRUCT_SIZE, 0, tiny.data(), max + 1,
-                          {FERRY_DEVICE_CPU, 0}, nullptr};
-      ferry_send_args_t args{};
-      args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
-      args.num_segments = 1;
-      args.segments = &seg;
-      args.segment_stride = sizeof seg;
-      void* c = tracker().Begin(OpKind::kSend, link.client);
-      args.user_data = c;
-      ferry_status_t rc = vt()->send(link.client, &args, err);
-      rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
-      return rc;
-    }, true, FERRY_RESOURCE_EXHAUSTED);
+    check(
+        "send() of max_message_size + 1 bytes",
+        [&](ferry_error_buf_t* err) {
+          ferry_segment_t seg{FERRY_SEGMENT_STRUCT_SIZE, 0,      tiny.data(), max + 1,
+                              {FERRY_DEVICE_CPU, 0},     nullptr};
+          ferry_send_args_t args{};
+          args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
+          args.num_segments = 1;
+          args.segments = &seg;
+          args.segment_stride = sizeof seg;
+          void* c = tracker().Begin(OpKind::kSend, link.client);
+          args.user_data = c;
+          ferry_status_t rc = vt()->send(link.client, &args, err);
+          rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
+          return rc;
+        },
+        true, FERRY_RESOURCE_EXHAUSTED);
   }
   std::vector<unsigned char> header(a()->info().max_header_size + 1u, 0x33);
-  check("send() with a header of max_header_size + 1 bytes", [&](ferry_error_buf_t* err) {
-    ferry_send_args_t args{};
-    args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
-    args.header = header.data();
-    args.header_len = header.size();
-    args.segment_stride = sizeof(ferry_segment_t);
-    void* c = tracker().Begin(OpKind::kSend, link.client);
-    args.user_data = c;
-    ferry_status_t rc = vt()->send(link.client, &args, err);
-    rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
-    return rc;
-  }, true, FERRY_RESOURCE_EXHAUSTED);
-  check("place() with a msg_id never delivered", [&](ferry_error_buf_t* err) {
-    ferry_place_args_t args{};
-    args.struct_size = FERRY_PLACE_ARGS_STRUCT_SIZE;
-    args.msg_id = 0xDEADBEEF12345ULL;
-    args.dest_stride = sizeof(ferry_place_dest_t);
-    void* c = tracker().Begin(OpKind::kPlace, link.server);
-    args.user_data = c;
-    ferry_status_t rc = vt()->place(link.server, &args, err);
-    rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
-    return rc;
-  }, true, FERRY_INVALID_ARGUMENT);
-  check("discard() with a msg_id never delivered", [&](ferry_error_buf_t* err) {
-    return vt()->discard(link.server, 0xDEADBEEF12345ULL, err);
-  }, true);
-  check("listen() on an unusable address", [&](ferry_error_buf_t* err) {
-    ferry_listen_args_t args{};
-    args.struct_size = FERRY_LISTEN_ARGS_STRUCT_SIZE;
-    args.address = "/nonexistent-ferry-conformance-dir/x/\x01:99999999";
-    ferry_listener_t* l = nullptr;
-    ferry_status_t rc = vt()->listen(a()->context(), &args, &l, err);
-    if (rc == FERRY_OK) vt()->close_listener(l);
-    return rc;
-  }, false);
-  check("connect() to a malformed address", [&](ferry_error_buf_t* err) {
-    ferry_connect_args_t args{};
-    args.struct_size = FERRY_CONNECT_ARGS_STRUCT_SIZE;
-    args.address = "\x01\x02 malformed";
-    void* c = tracker().Begin(OpKind::kConnect, nullptr);
-    args.user_data = c;
-    ferry_conn_t* conn = nullptr;
-    ferry_status_t rc = vt()->connect(b()->context(), &args, &conn, err);
-    if (rc == FERRY_OK) {
-      // Accepted for later failure: track it and let teardown close it.
-      tracker().Posted(c, conn);
-      pump().NoteConnect(b(), conn, c);
-    } else {
-      tracker().Refused(c);
-    }
-    return rc;
-  }, false);
+  check(
+      "send() with a header of max_header_size + 1 bytes",
+      [&](ferry_error_buf_t* err) {
+        ferry_send_args_t args{};
+        args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
+        args.header = header.data();
+        args.header_len = header.size();
+        args.segment_stride = sizeof(ferry_segment_t);
+        void* c = tracker().Begin(OpKind::kSend, link.client);
+        args.user_data = c;
+        ferry_status_t rc = vt()->send(link.client, &args, err);
+        rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
+        return rc;
+      },
+      true, FERRY_RESOURCE_EXHAUSTED);
+  check(
+      "place() with a msg_id never delivered",
+      [&](ferry_error_buf_t* err) {
+        ferry_place_args_t args{};
+        args.struct_size = FERRY_PLACE_ARGS_STRUCT_SIZE;
+        args.msg_id = 0xDEADBEEF12345ULL;
+        args.dest_stride = sizeof(ferry_place_dest_t);
+        void* c = tracker().Begin(OpKind::kPlace, link.server);
+        args.user_data = c;
+        ferry_status_t rc = vt()->place(link.server, &args, err);
+        rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
+        return rc;
+      },
+      true, FERRY_INVALID_ARGUMENT);
+  check(
+      "discard() with a msg_id never delivered",
+      [&](ferry_error_buf_t* err) {
+        return vt()->discard(link.server, 0xDEADBEEF12345ULL, err);
+      },
+      true);
+  check(
+      "listen() on an unusable address",
+      [&](ferry_error_buf_t* err) {
+        ferry_listen_args_t args{};
+        args.struct_size = FERRY_LISTEN_ARGS_STRUCT_SIZE;
+        args.address = "/nonexistent-ferry-conformance-dir/x/\x01:99999999";
+        ferry_listener_t* l = nullptr;
+        ferry_status_t rc = vt()->listen(a()->context(), &args, &l, err);
+        if (rc == FERRY_OK) vt()->close_listener(l);
+        return rc;
+      },
+      false);
+  check(
+      "connect() to a malformed address",
+      [&](ferry_error_buf_t* err) {
+        ferry_connect_args_t args{};
+        args.struct_size = FERRY_CONNECT_ARGS_STRUCT_SIZE;
+        args.address = "\x01\x02 malformed";
+        void* c = tracker().Begin(OpKind::kConnect, nullptr);
+        args.user_data = c;
+        ferry_conn_t* conn = nullptr;
+        ferry_status_t rc = vt()->connect(b()->context(), &args, &conn, err);
+        if (rc == FERRY_OK) {
+          // Accepted for later failure: track it and let teardown close it.
+          tracker().Posted(c, conn);
+          pump().NoteConnect(b(), conn, c);
+        } else {
+          tracker().Refused(c);
+        }
+        return rc;
+      },
+      false);
   // A send on a connection being closed (after close(), before CLOSED).
   CloseConn(link.client);
-  check("send() on a connection after close()", [&](ferry_error_buf_t* err) {
-    ferry_send_args_t args{};
-    args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
-    args.segment_stride = sizeof(ferry_segment_t);
-    void* c = tracker().Begin(OpKind::kSend, link.client);
-    args.user_data = c;
-    ferry_status_t rc = vt()->send(link.client, &args, err);
-    rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
-    return rc;
-  }, true, FERRY_FAILED_PRECONDITION);
+  check(
+      "send() on a connection after close()",
+      [&](ferry_error_buf_t* err) {
+        ferry_send_args_t args{};
+        args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
+        args.segment_stride = sizeof(ferry_segment_t);
+        void* c = tracker().Begin(OpKind::kSend, link.client);
+        args.user_data = c;
+        ferry_status_t rc = vt()->send(link.client, &args, err);
+        rc == FERRY_OK ? tracker().Posted(c) : tracker().Refused(c);
+        return rc;
+      },
+      true, FERRY_FAILED_PRECONDITION);
   RecordProperty("failing_calls_checked", std::to_string(checked));
   EXPECT_TRUE(WaitClosed(link.client));
 }
@@ -220,7 +242,8 @@ TEST_P(ErrorTest, AddressBuffersBounded) {
   for (uint64_t buf_len : {uint64_t(1), uint64_t(len)}) {
     std::vector<unsigned char> buf(buf_len + 32);
     FillCanary(buf.data(), buf.size());
-    ferry_status_t rc = vt()->listener_address(listener, reinterpret_cast<char*>(buf.data()), buf_len);
+    ferry_status_t rc =
+        vt()->listener_address(listener, reinterpret_cast<char*>(buf.data()), buf_len);
     EXPECT_EQ(StatusText(rc), StatusText(FERRY_RESOURCE_EXHAUSTED))
         << "listener_address() into " << buf_len << " bytes for a " << len
         << "-character address (plus NUL)";
@@ -243,7 +266,8 @@ TEST_P(ErrorTest, AddressBuffersBounded) {
   if (full.value().size() >= 2) {
     EXPECT_NE(StatusText(rc), StatusText(FERRY_OK)) << "conn_peer_address() into 2 bytes";
   }
-  EXPECT_EQ(CanaryDamage(buf.data() + 2, 32), -1) << "conn_peer_address() wrote past buf_len 2";
+  EXPECT_EQ(CanaryDamage(buf.data() + 2, 32), -1)
+      << "conn_peer_address() wrote past buf_len 2";
 }
 
 INSTANTIATE_TEST_SUITE_P(Plugins, ErrorTest, ::testing::ValuesIn(PluginParams()),

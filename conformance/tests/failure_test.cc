@@ -20,8 +20,9 @@ class FailureTest : public ConformanceTest {
     *peer = SpawnPeer(mode, address);
     if (*peer == nullptr) return nullptr;
     ferry_conn_t* conn = nullptr;
-    if (!pump().RunUntil([&] { return (conn = conn ? conn : TakeAccepted(listener)) != nullptr; },
-                         kOpTimeout, "ACCEPTED from the peer process")) {
+    if (!pump().RunUntil(
+            [&] { return (conn = conn ? conn : TakeAccepted(listener)) != nullptr; },
+            kOpTimeout, "ACCEPTED from the peer process")) {
       return nullptr;
     }
     if (!WaitPeerSays(*peer, "ready")) return nullptr;
@@ -77,8 +78,10 @@ TEST_P(FailureTest, PeerKilledWhileSending) {
             << "a 1 MiB message completed OK with wrong bytes";
       }
     } else {
-      EXPECT_EQ(StatusText(tracker().StatusOf(m.place_cookie)), StatusText(FERRY_PEER_GONE))
-          << "a placement cut off by the peer's death: " << tracker().MessageOf(m.place_cookie);
+      EXPECT_EQ(StatusText(tracker().StatusOf(m.place_cookie)),
+                StatusText(FERRY_PEER_GONE))
+          << "a placement cut off by the peer's death: "
+          << tracker().MessageOf(m.place_cookie);
     }
   }
   RecordProperty("arrival_before_kill", arrival_before_kill ? "yes" : "no");
@@ -117,8 +120,8 @@ TEST_P(FailureTest, PeerKilledWithPendingSends) {
     ferry_status_t s = tracker().StatusOf(c);
     if (s == FERRY_PEER_GONE) ++gone;
     EXPECT_TRUE(s == FERRY_OK || s == FERRY_PEER_GONE)
-        << "a send pending when the peer died ended with " << StatusText(s)
-        << ": " << tracker().MessageOf(c);
+        << "a send pending when the peer died ended with " << StatusText(s) << ": "
+        << tracker().MessageOf(c);
   }
   RecordProperty("sends_failed_peer_gone", std::to_string(gone));
   ExpectSendRefused(conn);
@@ -175,16 +178,17 @@ TEST_P(FailureTest, ConnectFailureFailsQueuedSends) {
   ASSERT_TRUE(WaitDone(cc, "CONNECTED for a connect to a closed listener"));
   if (tracker().StatusOf(cc) == FERRY_OK) {
     if (!a()->HasCap(FERRY_CAP_DETECTS_PEER_DEATH)) {
-      FERRY_NOT_RUN("connect to a closed address reported OK and the plugin does not "
-                    "claim FERRY_CAP_DETECTS_PEER_DEATH (connectionless transport)");
+      FERRY_NOT_RUN(
+          "connect to a closed address reported OK and the plugin does not "
+          "claim FERRY_CAP_DETECTS_PEER_DEATH (connectionless transport)");
     }
     GTEST_FAIL() << "connect() to the address of a closed listener completed OK";
   }
   EXPECT_EQ(StatusText(tracker().StatusOf(cc)), StatusText(FERRY_UNAVAILABLE))
       << "nothing listens at the address: CONNECTED must say UNAVAILABLE";
   EXPECT_NE(tracker().MessageOf(cc).find(address), std::string::npos)
-      << "the message must name the address (" << address << "): "
-      << tracker().MessageOf(cc);
+      << "the message must name the address (" << address
+      << "): " << tracker().MessageOf(cc);
   ASSERT_TRUE(pump().RunUntil(
       [&] {
         for (void* c : sends) {

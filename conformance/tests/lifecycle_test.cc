@@ -88,7 +88,8 @@ TEST_P(LifecycleTest, CoexistsWithOtherPlugins) {
   // each loaded and with an open context and listener at the same time.
   std::map<std::string, std::shared_ptr<const Plugin>> others;
   for (const PluginCase& c : PluginCases()) {
-    if (c.plugin && c.plugin->path() != plugin()->path()) others[c.plugin->path()] = c.plugin;
+    if (c.plugin && c.plugin->path() != plugin()->path())
+      others[c.plugin->path()] = c.plugin;
   }
   PluginLoader loader;
   for (const auto& p : loader.LoadAll()) {
@@ -162,8 +163,9 @@ TEST_P(LifecycleTest, TwoContextsTalk) {
   OutMessage* to_b = NewMessage(32, 16, {256 * kKiB});
   ASSERT_NE(Send(ab.client, *to_a), nullptr);
   ASSERT_NE(Send(ab.server, *to_b), nullptr);
-  ASSERT_TRUE(pump().RunUntil([&] { return at_a->complete() == 1 && at_b->complete() == 1; },
-                              kOpTimeout, "one message each way between two contexts"));
+  ASSERT_TRUE(
+      pump().RunUntil([&] { return at_a->complete() == 1 && at_b->complete() == 1; },
+                      kOpTimeout, "one message each way between two contexts"));
   EXPECT_TRUE(SameMessage(*to_a, at_a->messages()[0]));
   EXPECT_TRUE(SameMessage(*to_b, at_b->messages()[0]));
 
@@ -177,8 +179,9 @@ TEST_P(LifecycleTest, TwoContextsTalk) {
   Inbox* at_a2 = NewInbox(ac.server);
   OutMessage* m = NewMessage(33, 16, {1 * kMiB});
   ASSERT_NE(Send(ac.client, *m), nullptr);
-  ASSERT_TRUE(pump().RunUntil([&] { return at_a2->complete() == 1; }, kOpTimeout,
-                              "a message from a third context after the second's fini()"));
+  ASSERT_TRUE(
+      pump().RunUntil([&] { return at_a2->complete() == 1; }, kOpTimeout,
+                      "a message from a third context after the second's fini()"));
   EXPECT_TRUE(SameMessage(*m, at_a2->messages()[0]));
 }
 
@@ -217,14 +220,16 @@ TEST_P(LifecycleTest, ListenConnectNeverBlock) {
   std::vector<ferry_conn_t*> orphans;
   for (int i = 0; i < 3; ++i) {
     void* c = nullptr;
-    if (ferry_conn_t* conn = StartConnect(b(), short_address, &c)) orphans.push_back(conn);
+    if (ferry_conn_t* conn = StartConnect(b(), short_address, &c))
+      orphans.push_back(conn);
   }
   CloseListener(a(), short_lived);
 
   // The live connection completes; the others complete one way or another
   // within the bound, or are cancelled by close().
   ASSERT_TRUE(WaitDone(c1, "CONNECTED to the context's own listener"));
-  EXPECT_EQ(StatusText(tracker().StatusOf(c1)), StatusText(FERRY_OK)) << tracker().MessageOf(c1);
+  EXPECT_EQ(StatusText(tracker().StatusOf(c1)), StatusText(FERRY_OK))
+      << tracker().MessageOf(c1);
   if (to_dead != nullptr) {
     EXPECT_TRUE(WaitDone(c2, "CONNECTED (failed) for a connect to a closed listener"));
   }
@@ -248,7 +253,8 @@ TEST_P(LifecycleTest, ManyConnectionsOnOneListener) {
     void* c = nullptr;
     Status s;
     ferry_conn_t* conn = StartConnect(b(), address, &c, &s);
-    ASSERT_NE(conn, nullptr) << "connect " << i << " of " << kConns << ": " << s.ToString();
+    ASSERT_NE(conn, nullptr) << "connect " << i << " of " << kConns << ": "
+                             << s.ToString();
     clients.push_back(conn);
     cookies.push_back(c);
   }
@@ -290,8 +296,8 @@ TEST_P(LifecycleTest, ManyConnectionsOnOneListener) {
   std::set<int> seen;
   std::vector<OutMessage*> answers;
   for (auto& [conn, in] : server_in) {
-    ASSERT_EQ(in->arrived(), 1u) << "an accepted connection got "
-                                 << in->arrived() << " messages";
+    ASSERT_EQ(in->arrived(), 1u)
+        << "an accepted connection got " << in->arrived() << " messages";
     int i = -1;
     std::memcpy(&i, in->messages()[0].header.data(), sizeof i);
     ASSERT_TRUE(i >= 0 && i < kConns);
@@ -358,9 +364,15 @@ TEST_P(LifecycleTest, CloseCompletesInFlightOps) {
   for (void* c : sends) {
     ASSERT_TRUE(tracker().Done(c));
     switch (tracker().StatusOf(c)) {
-      case FERRY_OK: ++ok; break;
-      case FERRY_CANCELLED: ++cancelled; break;
-      case FERRY_PEER_GONE: ++gone; break;
+      case FERRY_OK:
+        ++ok;
+        break;
+      case FERRY_CANCELLED:
+        ++cancelled;
+        break;
+      case FERRY_PEER_GONE:
+        ++gone;
+        break;
       default:
         ADD_FAILURE() << "a send in flight at close() completed with "
                       << StatusText(tracker().StatusOf(c))
@@ -371,9 +383,9 @@ TEST_P(LifecycleTest, CloseCompletesInFlightOps) {
   // "a CONNECTED the host has not seen yet completes with FERRY_CANCELLED".
   EXPECT_EQ(StatusText(tracker().StatusOf(cc)), StatusText(FERRY_CANCELLED))
       << "a connect closed before its CONNECTED was returned";
-  RecordProperty("sends_ok_cancelled_gone", std::to_string(ok) + "/" +
-                                                std::to_string(cancelled) + "/" +
-                                                std::to_string(gone));
+  RecordProperty(
+      "sends_ok_cancelled_gone",
+      std::to_string(ok) + "/" + std::to_string(cancelled) + "/" + std::to_string(gone));
 
   // Arrivals the host has not seen when it closes are dropped: none may be
   // returned after close(). To have one queued inside the plugin, the client

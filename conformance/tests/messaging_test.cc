@@ -31,8 +31,8 @@ class MessagingTest : public ConformanceTest {
   void ExpectDelivered(Inbox* in, const std::vector<OutMessage*>& sent) {
     for (size_t i = 0; i < sent.size(); ++i) {
       const InMessage* got = Find(in, *sent[i]);
-      ASSERT_NE(got, nullptr) << "message " << i << " ("
-                              << Bytes(sent[i]->TotalSize()) << ") never arrived";
+      ASSERT_NE(got, nullptr) << "message " << i << " (" << Bytes(sent[i]->TotalSize())
+                              << ") never arrived";
       EXPECT_TRUE(SameMessage(*sent[i], *got)) << "message " << i;
     }
   }
@@ -71,7 +71,9 @@ class MessagingTest : public ConformanceTest {
 
 // "FERRY_RESOURCE_EXHAUSTED for one over a limit (header, segments, message
 // size; checked from the lengths alone, before any data pointer is read)".
-bool SizeRefusal(ferry_status_t rc) { return rc == FERRY_RESOURCE_EXHAUSTED; }
+bool SizeRefusal(ferry_status_t rc) {
+  return rc == FERRY_RESOURCE_EXHAUSTED;
+}
 
 TEST_P(MessagingTest, SizesUpTo1MiB) {
   Link link;
@@ -79,8 +81,7 @@ TEST_P(MessagingTest, SizesUpTo1MiB) {
   Inbox* at_server = NewInbox(link.server);
   Inbox* at_client = NewInbox(link.client);
   std::vector<OutMessage*> up, down;
-  const std::vector<std::vector<size_t>> shapes = {
-      {}, {0}, {1}, {4 * kKiB}, {1 * kMiB}};
+  const std::vector<std::vector<size_t>> shapes = {{}, {0}, {1}, {4 * kKiB}, {1 * kMiB}};
   for (size_t i = 0; i < shapes.size(); ++i) {
     uint64_t total = 32;
     for (size_t s : shapes[i]) total += s;
@@ -93,8 +94,10 @@ TEST_P(MessagingTest, SizesUpTo1MiB) {
     ASSERT_NE(Send(link.server, *down[i]), nullptr);
   }
   ASSERT_TRUE(pump().RunUntil(
-      [&] { return at_server->complete() == up.size() &&
-                   at_client->complete() == down.size() && tracker().Pending() == 0; },
+      [&] {
+        return at_server->complete() == up.size() &&
+               at_client->complete() == down.size() && tracker().Pending() == 0;
+      },
       kOpTimeout, "messages of 0 B (header only), 0 B, 1 B, 4 KiB and 1 MiB each way"));
   ExpectDelivered(at_server, up);
   ExpectDelivered(at_client, down);
@@ -115,7 +118,8 @@ TEST_P(MessagingTest, LargeMessage64MiB) {
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == 1 && tracker().Done(c); },
                               milliseconds(30000), "a " + Bytes(size) + " message"));
-  EXPECT_EQ(StatusText(tracker().StatusOf(c)), StatusText(FERRY_OK)) << tracker().MessageOf(c);
+  EXPECT_EQ(StatusText(tracker().StatusOf(c)), StatusText(FERRY_OK))
+      << tracker().MessageOf(c);
   EXPECT_TRUE(SameMessage(*m, in->messages()[0]));
 }
 
@@ -138,7 +142,8 @@ TEST_P(MessagingTest, OversizedMessageRefused) {
   };
   if (a()->info().max_segments >= 2) {
     cases.push_back({"two segments that only together exceed the limit",
-                     {max / 2 + 1, max / 2 + 1}, 0});
+                     {max / 2 + 1, max / 2 + 1},
+                     0});
   }
   for (const Case& c : cases) {
     void* cookie = nullptr;
@@ -176,8 +181,9 @@ TEST_P(MessagingTest, HeaderSizeLimit) {
   uint64_t seed = 500;
   for (size_t len : lengths) sent.push_back(NewMessage(seed++, len, {16}));
   for (OutMessage* m : sent) ASSERT_NE(Send(link.client, *m), nullptr);
-  ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == sent.size(); }, kOpTimeout,
-                              "messages with headers of 0, 1, 64 and max_header_size bytes"));
+  ASSERT_TRUE(
+      pump().RunUntil([&] { return in->complete() == sent.size(); }, kOpTimeout,
+                      "messages with headers of 0, 1, 64 and max_header_size bytes"));
   // Headers of equal length differ in content, so Find() matches exactly;
   // the 0-byte header is the only empty one.
   for (OutMessage* m : sent) {
@@ -215,8 +221,8 @@ TEST_P(MessagingTest, OrderedDelivery) {
     std::memcpy(sent.back()->header.data(), &i, sizeof i);
     ASSERT_NE(Send(link.client, *sent.back()), nullptr) << "message " << i;
   }
-  ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == kCount; }, milliseconds(30000),
-                              "1000 numbered messages"));
+  ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == kCount; },
+                              milliseconds(30000), "1000 numbered messages"));
   for (uint32_t i = 0; i < kCount; ++i) {
     uint32_t seq = UINT32_MAX;
     std::memcpy(&seq, in->messages()[i].header.data(), sizeof seq);
@@ -249,20 +255,24 @@ TEST_P(MessagingTest, ManyOperationsInFlight) {
       ++i;
       continue;
     }
-    ASSERT_EQ(StatusText(s.code()), StatusText(FERRY_UNAVAILABLE)) << "send " << i << ": " << s.ToString();
+    ASSERT_EQ(StatusText(s.code()), StatusText(FERRY_UNAVAILABLE))
+        << "send " << i << ": " << s.ToString();
     EXPECT_FALSE(s.message().empty());
     if (posted_before_backpressure < 0) posted_before_backpressure = static_cast<int>(i);
     ++refusals;
     ASSERT_LT(Clock::now(), deadline) << "back-pressure did not clear in 10 s";
     pump().PollOnce();
   }
-  RecordProperty("posted_before_backpressure",
-                 std::to_string(posted_before_backpressure < 0 ? kCount
-                                                               : posted_before_backpressure));
+  RecordProperty(
+      "posted_before_backpressure",
+      std::to_string(posted_before_backpressure < 0 ? kCount
+                                                    : posted_before_backpressure));
   Inbox* in = NewInbox(link.server);
-  ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == kCount && tracker().Pending() == 0; },
-                              milliseconds(30000), "1000 sends and their arrivals"));
-  for (void* c : cookies) EXPECT_EQ(StatusText(tracker().StatusOf(c)), StatusText(FERRY_OK));
+  ASSERT_TRUE(pump().RunUntil(
+      [&] { return in->complete() == kCount && tracker().Pending() == 0; },
+      milliseconds(30000), "1000 sends and their arrivals"));
+  for (void* c : cookies)
+    EXPECT_EQ(StatusText(tracker().StatusOf(c)), StatusText(FERRY_OK));
   std::vector<int> seen(kCount, 0);
   for (const InMessage& m : in->messages()) {
     uint32_t seq = UINT32_MAX;
@@ -282,12 +292,13 @@ TEST_P(MessagingTest, DiscardDropsOneMessage) {
   OutMessage* a1 = NewMessage(601, 16, {16});
   OutMessage* big = NewMessage(602, 16, {1 * kMiB, 8});  // dropped
   OutMessage* a2 = NewMessage(603, 16, {1 * kMiB});
-  OutMessage* tiny = NewMessage(604, 16, {8});            // dropped
+  OutMessage* tiny = NewMessage(604, 16, {8});  // dropped
   OutMessage* a3 = NewMessage(605, 16, {100 * kKiB, 16});
   Inbox::Options options;
   options.discard_if = [&](const Event& e) {
-    std::vector<unsigned char> h(static_cast<const unsigned char*>(e.header),
-                                 static_cast<const unsigned char*>(e.header) + e.header_len);
+    std::vector<unsigned char> h(
+        static_cast<const unsigned char*>(e.header),
+        static_cast<const unsigned char*>(e.header) + e.header_len);
     return h == big->header || h == tiny->header;
   };
   Inbox* in = NewInbox(link.server, options);
@@ -322,7 +333,8 @@ TEST_P(MessagingTest, SendsBeforeConnectedAreDelivered) {
         return accepted != nullptr && tracker().Done(cc);
       },
       kOpTimeout, "CONNECTED and ACCEPTED"));
-  ASSERT_EQ(StatusText(tracker().StatusOf(cc)), StatusText(FERRY_OK)) << tracker().MessageOf(cc);
+  ASSERT_EQ(StatusText(tracker().StatusOf(cc)), StatusText(FERRY_OK))
+      << tracker().MessageOf(cc);
   Inbox* in = NewInbox(accepted);
   ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == 3; }, kOpTimeout,
                               "three messages posted before CONNECTED"));
@@ -354,13 +366,16 @@ TEST_P(MessagingTest, BothDirectionsAtOnce) {
     void* c = nullptr;
     // Post without progress where the plugin allows; Send() progresses only
     // on back-pressure.
-    ASSERT_TRUE(TrySend(link.client, *up[i], &c).ok() || Send(link.client, *up[i]) != nullptr);
+    ASSERT_TRUE(TrySend(link.client, *up[i], &c).ok() ||
+                Send(link.client, *up[i]) != nullptr);
     ASSERT_TRUE(TrySend(link.server, *down[i], &c).ok() ||
                 Send(link.server, *down[i]) != nullptr);
   }
   ASSERT_TRUE(pump().RunUntil(
-      [&] { return at_server->complete() == up.size() && at_client->complete() == down.size() &&
-                   tracker().Pending() == 0; },
+      [&] {
+        return at_server->complete() == up.size() &&
+               at_client->complete() == down.size() && tracker().Pending() == 0;
+      },
       milliseconds(30000), "24 MiB each way at once"));
   ExpectDelivered(at_server, up);
   ExpectDelivered(at_client, down);
@@ -389,7 +404,8 @@ TEST_P(MessagingTest, CrossProcessEcho) {
     }
   }
   ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == sent.size(); },
-                              milliseconds(30000), "every message echoed by the peer process"));
+                              milliseconds(30000),
+                              "every message echoed by the peer process"));
   ExpectDelivered(in, sent);
   // The peer closes cleanly when told, and exits 0.
   peer->CloseChannel();
@@ -398,11 +414,13 @@ TEST_P(MessagingTest, CrossProcessEcho) {
   while (peer->TryReadLine(&line)) {
   }
   bool exited = false;
-  pump().RunQuietlyUntil([&] {
-    while (peer->TryReadLine(&line)) {
-    }
-    return exited = peer->ChannelClosed();
-  }, kOpTimeout);
+  pump().RunQuietlyUntil(
+      [&] {
+        while (peer->TryReadLine(&line)) {
+        }
+        return exited = peer->ChannelClosed();
+      },
+      kOpTimeout);
   ASSERT_TRUE(exited) << "the peer did not finish within 10 s of being told to";
   ASSERT_TRUE(peer->WaitExit(kOpTimeout, &status));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -470,10 +488,13 @@ TEST_P(MessagingTest, CompletionsExactlyOnceNeverInline) {
     }
   }
   ASSERT_TRUE(pump().RunUntil(
-      [&] { return at_server->complete() == up && at_client->complete() == down &&
-                   tracker().Pending() == 0; },
+      [&] {
+        return at_server->complete() == up && at_client->complete() == down &&
+               tracker().Pending() == 0;
+      },
       milliseconds(30000), "200 messages with one event per progress() call"));
-  for (void* c : extra_connects) EXPECT_EQ(StatusText(tracker().StatusOf(c)), StatusText(FERRY_OK));
+  for (void* c : extra_connects)
+    EXPECT_EQ(StatusText(tracker().StatusOf(c)), StatusText(FERRY_OK));
   const uint64_t events = pump().events_seen();
   pump().Churn(200);  // any late duplicate shows up here (INV-1)
   EXPECT_EQ(at_server->arrived(), up);

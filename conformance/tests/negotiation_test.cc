@@ -4,7 +4,6 @@
 #include "harness/conformance_test.h"
 #include "loader/host_services.h"
 
-
 namespace ferry::conformance {
 namespace {
 
@@ -45,12 +44,11 @@ std::string Offer(uint32_t major, uint32_t lo, uint32_t hi) {
 }
 
 // Expects agreement on `chosen` and a full, consistent answer.
-void ExpectAgreement(const Plugin& plugin, uint32_t lo, uint32_t hi,
-                     uint32_t chosen) {
+void ExpectAgreement(const Plugin& plugin, uint32_t lo, uint32_t hi, uint32_t chosen) {
   Answer a = Negotiate(plugin, FERRY_TRANSPORT_ABI_MAJOR, lo, hi);
   const std::string offer = Offer(FERRY_TRANSPORT_ABI_MAJOR, lo, hi);
-  ASSERT_EQ(a.rc, FERRY_OK) << offer << ": " << StatusText(a.rc) << " \""
-                            << a.error << "\"";
+  ASSERT_EQ(a.rc, FERRY_OK) << offer << ": " << StatusText(a.rc) << " \"" << a.error
+                            << "\"";
   EXPECT_EQ(a.out.chosen_minor, chosen)
       << offer << ": the plugin must choose the highest minor both support";
   EXPECT_EQ(a.out.plugin_abi_major, plugin.abi_major()) << offer;
@@ -63,18 +61,18 @@ void ExpectAgreement(const Plugin& plugin, uint32_t lo, uint32_t hi,
   EXPECT_EQ(std::string(a.out.name), plugin.name()) << offer;
 }
 
-void ExpectRefusal(const Plugin& plugin, uint32_t major, uint32_t lo,
-                   uint32_t hi) {
+void ExpectRefusal(const Plugin& plugin, uint32_t major, uint32_t lo, uint32_t hi) {
   const std::string offer = Offer(major, lo, hi);
   Answer a = Negotiate(plugin, major, lo, hi);
   EXPECT_EQ(a.rc, FERRY_INCOMPATIBLE)
-      << offer << " does not overlap the plugin's "
-      << plugin.abi_major() << "." << plugin.plugin_minor_min() << "-"
-      << plugin.abi_major() << "." << plugin.plugin_minor_max()
-      << ": expected FERRY_INCOMPATIBLE, got " << StatusText(a.rc);
+      << offer << " does not overlap the plugin's " << plugin.abi_major() << "."
+      << plugin.plugin_minor_min() << "-" << plugin.abi_major() << "."
+      << plugin.plugin_minor_max() << ": expected FERRY_INCOMPATIBLE, got "
+      << StatusText(a.rc);
   EXPECT_FALSE(a.error.empty())
-      << offer << ": the refusal must explain itself in args->err (which "
-                  "versions, what to do)";
+      << offer
+      << ": the refusal must explain itself in args->err (which "
+         "versions, what to do)";
   // The host words its own error from these: they must be filled even on
   // refusal.
   EXPECT_EQ(a.out.plugin_abi_major, plugin.abi_major())
@@ -169,7 +167,7 @@ TEST_P(NegotiationTest, AgreesAtRangeEdges) {
 TEST_P(NegotiationTest, RefusesOutsideRange) {
   const Plugin& p = *plugin();
   const uint32_t lo = p.plugin_minor_min(), hi = p.plugin_minor_max();
-  ExpectRefusal(p, FERRY_TRANSPORT_ABI_MAJOR, hi + 1, hi + 5);  // host too new
+  ExpectRefusal(p, FERRY_TRANSPORT_ABI_MAJOR, hi + 1, hi + 5);         // host too new
   if (lo > 0) ExpectRefusal(p, FERRY_TRANSPORT_ABI_MAJOR, 0, lo - 1);  // too old
   // And the host turns that into an actionable refusal naming the file.
   LoaderOptions options = LoaderOptions::FromEnvironment();
@@ -177,9 +175,8 @@ TEST_P(NegotiationTest, RefusesOutsideRange) {
   options.abi_minor_max = hi + 5;
   PluginLoader narrow(options);
   auto refused = narrow.Load(p.path());
-  ASSERT_FALSE(refused.ok())
-      << "a loader offering minors " << hi + 1 << "-" << hi + 5
-      << " loaded a plugin that supports only " << lo << "-" << hi;
+  ASSERT_FALSE(refused.ok()) << "a loader offering minors " << hi + 1 << "-" << hi + 5
+                             << " loaded a plugin that supports only " << lo << "-" << hi;
   EXPECT_NE(refused.status().message().find(p.path()), std::string::npos)
       << "the refusal must name the file: " << refused.status().ToString();
 }
@@ -208,9 +205,9 @@ TEST_P(NegotiationTest, AcceptsLargerArgs) {
   args->host = HostServices();
   args->err = err.get();
   ferry_status_t rc = p.entry()(args.get());
-  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK)) << "a larger negotiate struct (struct_size "
-                          << args.size() << ") was refused: " << StatusText(rc)
-                          << " \"" << buf << "\"";
+  ASSERT_EQ(StatusText(rc), StatusText(FERRY_OK))
+      << "a larger negotiate struct (struct_size " << args.size()
+      << ") was refused: " << StatusText(rc) << " \"" << buf << "\"";
   EXPECT_EQ(args->chosen_minor, p.plugin_minor_max());
   EXPECT_EQ(args->vtable, p.vtable());
   EXPECT_EQ(args.TailDamage(), -1)
@@ -256,8 +253,8 @@ TEST_P(NegotiationTest, RespectsSmallerArgs) {
 
 INSTANTIATE_TEST_SUITE_P(Plugins, LoadTest, ::testing::ValuesIn(PluginParams()),
                          PluginParamName);
-INSTANTIATE_TEST_SUITE_P(Plugins, NegotiationTest,
-                         ::testing::ValuesIn(PluginParams()), PluginParamName);
+INSTANTIATE_TEST_SUITE_P(Plugins, NegotiationTest, ::testing::ValuesIn(PluginParams()),
+                         PluginParamName);
 
 }  // namespace
 }  // namespace ferry::conformance

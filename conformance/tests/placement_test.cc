@@ -44,9 +44,13 @@ class PlacementTest : public ConformanceTest {
 
 // "Wrong msg_id, num_dests or a capacity below the segment's length:
 // FERRY_INVALID_ARGUMENT, nothing changes."
-bool ShapeRefusal(ferry_status_t rc) { return rc == FERRY_INVALID_ARGUMENT; }
+bool ShapeRefusal(ferry_status_t rc) {
+  return rc == FERRY_INVALID_ARGUMENT;
+}
 // discard() of an unknown msg_id: the header leaves the code open.
-bool DiscardRefusal(ferry_status_t rc) { return rc != FERRY_OK && rc != FERRY_UNAVAILABLE; }
+bool DiscardRefusal(ferry_status_t rc) {
+  return rc != FERRY_OK && rc != FERRY_UNAVAILABLE;
+}
 
 TEST_P(PlacementTest, SegmentsLandInPlace) {
   Link link;
@@ -76,9 +80,9 @@ TEST_P(PlacementTest, SegmentsLandInPlace) {
     got.was_inline[i] = e.segments[i].inline_data != nullptr;
     if (got.was_inline[i]) {
       ++inline_count;
-      got.segments[i].assign(static_cast<const unsigned char*>(e.segments[i].inline_data),
-                             static_cast<const unsigned char*>(e.segments[i].inline_data) +
-                                 sizes[i]);
+      got.segments[i].assign(
+          static_cast<const unsigned char*>(e.segments[i].inline_data),
+          static_cast<const unsigned char*>(e.segments[i].inline_data) + sizes[i]);
       dests[i] = Dest(nullptr, 0);
     } else {
       dests[i] = Dest(buffers[i].data() + kGuard, sizes[i] + kGuard);
@@ -87,20 +91,22 @@ TEST_P(PlacementTest, SegmentsLandInPlace) {
   void* cookie = nullptr;
   Status s = Place(link.server, e.msg_id, dests, &cookie);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  ASSERT_TRUE(WaitOk(cookie, "PLACE_DONE for a " + std::to_string(sizes.size()) +
-                                 "-segment message"));
+  ASSERT_TRUE(WaitOk(
+      cookie, "PLACE_DONE for a " + std::to_string(sizes.size()) + "-segment message"));
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (got.was_inline[i]) continue;
-    got.segments[i].assign(buffers[i].begin() + kGuard, buffers[i].begin() + kGuard + sizes[i]);
+    got.segments[i].assign(buffers[i].begin() + kGuard,
+                           buffers[i].begin() + kGuard + sizes[i]);
     EXPECT_EQ(CanaryDamage(buffers[i].data(), kGuard), -1)
         << "segment " << i << ": bytes written before the destination";
     EXPECT_EQ(CanaryDamage(buffers[i].data() + kGuard + sizes[i], kGuard), -1)
-        << "segment " << i << ": bytes written past the segment's length (inside "
-                              "the destination's capacity)";
+        << "segment " << i
+        << ": bytes written past the segment's length (inside "
+           "the destination's capacity)";
   }
   EXPECT_TRUE(SameMessage(*m, got));
-  RecordProperty("inline_segments", std::to_string(inline_count) + "/" +
-                                        std::to_string(sizes.size()));
+  RecordProperty("inline_segments",
+                 std::to_string(inline_count) + "/" + std::to_string(sizes.size()));
   // The next message is unaffected.
   Inbox* in = NewInbox(link.server);
   OutMessage* next = NewMessage(1401, 16, {1 * kMiB});
@@ -129,14 +135,16 @@ TEST_P(PlacementTest, NullDestinationDropsSegment) {
                               "PLACE_DONE with a NULL destination"));
   InMessage& got = in->messages()[0];
   if (got.was_inline.size() > 1 && got.was_inline[1]) {
-    FERRY_NOT_RUN("the 512 KiB segment arrived inline; a NULL destination only "
-                  "applies to placed segments");
+    FERRY_NOT_RUN(
+        "the 512 KiB segment arrived inline; a NULL destination only "
+        "applies to placed segments");
   }
   ASSERT_NE(got.place_cookie, nullptr);
-  EXPECT_EQ(StatusText(tracker().StatusOf(got.place_cookie)), StatusText(FERRY_OK)) << tracker().MessageOf(got.place_cookie);
+  EXPECT_EQ(StatusText(tracker().StatusOf(got.place_cookie)), StatusText(FERRY_OK))
+      << tracker().MessageOf(got.place_cookie);
   for (size_t i : {size_t(0), size_t(2)}) {
-    EXPECT_EQ(got.segments[i], m->segments[i]) << "segment " << i
-                                              << " next to a dropped one";
+    EXPECT_EQ(got.segments[i], m->segments[i])
+        << "segment " << i << " next to a dropped one";
   }
   // The stream continues intact after the dropped bytes.
   Inbox* after = NewInbox(link.server);
@@ -156,7 +164,8 @@ TEST_P(PlacementTest, TooSmallCapacityRefused) {
   const Event& e = *arrival;
   if (FirstPlaced(e) < 0) {
     Discard(link.server, e.msg_id);
-    FERRY_NOT_RUN("a 1 MiB segment arrived inline; capacity only applies to placed segments");
+    FERRY_NOT_RUN(
+        "a 1 MiB segment arrived inline; capacity only applies to placed segments");
   }
   std::vector<unsigned char> buf(1 * kMiB);
   std::vector<ferry_place_dest_t> small = {Dest(buf.data(), buf.size() - 1)};
@@ -196,18 +205,18 @@ TEST_P(PlacementTest, WrongMsgIdRefused) {
   const uint64_t wrong = e.msg_id + 0x5EED;
   void* cookie = nullptr;
   Status s = Place(link.server, wrong, dests, &cookie);
-  EXPECT_TRUE(ShapeRefusal(s.code())) << "place() with a msg_id never delivered: "
-                                      << s.ToString();
+  EXPECT_TRUE(ShapeRefusal(s.code()))
+      << "place() with a msg_id never delivered: " << s.ToString();
   EXPECT_FALSE(s.message().empty());
   Status d = Discard(link.server, wrong);
-  EXPECT_TRUE(DiscardRefusal(d.code())) << "discard() with a msg_id never delivered: "
-                                      << d.ToString();
+  EXPECT_TRUE(DiscardRefusal(d.code()))
+      << "discard() with a msg_id never delivered: " << d.ToString();
   EXPECT_FALSE(d.message().empty());
   std::vector<ferry_place_dest_t> three = dests;
   three.push_back(Dest(nullptr, 0));
   Status n = Place(link.server, e.msg_id, three, &cookie);
-  EXPECT_TRUE(ShapeRefusal(n.code())) << "place() with 3 destinations for 2 segments: "
-                                      << n.ToString();
+  EXPECT_TRUE(ShapeRefusal(n.code()))
+      << "place() with 3 destinations for 2 segments: " << n.ToString();
   EXPECT_FALSE(n.message().empty());
   pump().Churn(10);
 
@@ -216,12 +225,12 @@ TEST_P(PlacementTest, WrongMsgIdRefused) {
   Status ok = Place(link.server, e.msg_id, dests, &good);
   ASSERT_TRUE(ok.ok()) << "the correct place() after refused ones: " << ok.ToString();
   Status twice = Place(link.server, e.msg_id, dests, &cookie);
-  EXPECT_TRUE(ShapeRefusal(twice.code())) << "a second place() of the same msg_id: "
-                                          << twice.ToString();
+  EXPECT_TRUE(ShapeRefusal(twice.code()))
+      << "a second place() of the same msg_id: " << twice.ToString();
   EXPECT_FALSE(twice.message().empty());
   Status late = Discard(link.server, e.msg_id);
-  EXPECT_TRUE(DiscardRefusal(late.code())) << "discard() of an already placed msg_id: "
-                                         << late.ToString();
+  EXPECT_TRUE(DiscardRefusal(late.code()))
+      << "discard() of an already placed msg_id: " << late.ToString();
   ASSERT_TRUE(WaitOk(good, "PLACE_DONE"));
   if (!e.segments[0].inline_data) {
     EXPECT_EQ(bufs[0], m->segments[0]);

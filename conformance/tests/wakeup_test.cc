@@ -14,13 +14,14 @@ namespace {
 
 // In busy-poll mode the host spins and never sleeps on the fd, and a plugin
 // may keep it signalled for good (tcp does): nothing here applies.
-#define FERRY_REQUIRE_SLEEPING_WAKEUP_FD()                                    \
-  do {                                                                        \
-    FERRY_REQUIRE_CAP(a(), FERRY_CAP_WAKEUP_FD);                              \
-    if (a()->HasCap(FERRY_CAP_BUSY_POLL)) {                                   \
-      FERRY_NOT_RUN("the context runs in busy-poll mode (FERRY_CAP_BUSY_POLL):" \
-                    " the host spins instead of sleeping on the wakeup fd");  \
-    }                                                                         \
+#define FERRY_REQUIRE_SLEEPING_WAKEUP_FD()                            \
+  do {                                                                \
+    FERRY_REQUIRE_CAP(a(), FERRY_CAP_WAKEUP_FD);                      \
+    if (a()->HasCap(FERRY_CAP_BUSY_POLL)) {                           \
+      FERRY_NOT_RUN(                                                  \
+          "the context runs in busy-poll mode (FERRY_CAP_BUSY_POLL):" \
+          " the host spins instead of sleeping on the wakeup fd");    \
+    }                                                                 \
   } while (0)
 
 class WakeupTest : public ConformanceTest {
@@ -52,8 +53,9 @@ class WakeupTest : public ConformanceTest {
     *peer = SpawnPeer(mode, address);
     if (*peer == nullptr) return nullptr;
     ferry_conn_t* conn = nullptr;
-    if (!pump().RunUntil([&] { return (conn = conn ? conn : TakeAccepted(listener)) != nullptr; },
-                         kOpTimeout, "ACCEPTED from the peer process") ||
+    if (!pump().RunUntil(
+            [&] { return (conn = conn ? conn : TakeAccepted(listener)) != nullptr; },
+            kOpTimeout, "ACCEPTED from the peer process") ||
         !WaitPeerSays(*peer, "ready")) {
       return nullptr;
     }
@@ -98,7 +100,8 @@ TEST_P(WakeupTest, WakeupFdSignalsCompletion) {
       << "after send() the wakeup fd did not become readable within 10 s: a core "
          "that posts and then sleeps on the fd would never see SEND_DONE";
   ASSERT_TRUE(WaitOk(c, "SEND_DONE"));
-  ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == 1; }, kOpTimeout, "the echo"));
+  ASSERT_TRUE(
+      pump().RunUntil([&] { return in->complete() == 1; }, kOpTimeout, "the echo"));
   EXPECT_TRUE(SameMessage(*m, in->messages()[0]));
   peer->CloseChannel();
 }
@@ -113,8 +116,9 @@ TEST_P(WakeupTest, WakeupFdQuietWhenIdle) {
   Inbox* in = NewInbox(link.server);
   OutMessage* m = NewMessage(7100, 16, {256 * kKiB});
   ASSERT_NE(Send(link.client, *m), nullptr);
-  ASSERT_TRUE(pump().RunUntil([&] { return in->complete() == 1 && tracker().Pending() == 0; },
-                              kOpTimeout, "one message"));
+  ASSERT_TRUE(
+      pump().RunUntil([&] { return in->complete() == 1 && tracker().Pending() == 0; },
+                      kOpTimeout, "one message"));
   EXPECT_TRUE(DrainUntilQuiet());
 }
 
@@ -137,9 +141,11 @@ TEST_P(WakeupTest, WakeupFdSignalsQueuedEvents) {
   CloseConn(second.server);
   pump().SetMaxEvents(1);
   pump().PollOnce();
-  const bool left_over = !pump().IsClosed(second.client) || !pump().IsClosed(second.server);
+  const bool left_over =
+      !pump().IsClosed(second.client) || !pump().IsClosed(second.server);
   if (left_over) {
-    EXPECT_TRUE(Readable(b()->info().wakeup_fd, 1000) || Readable(a()->info().wakeup_fd, 1000))
+    EXPECT_TRUE(Readable(b()->info().wakeup_fd, 1000) ||
+                Readable(a()->info().wakeup_fd, 1000))
         << "progress() returned 1 event (max_events 1) and left a CLOSED queued, but the "
            "wakeup fd is not readable: level-triggered means readable while events wait";
   }

@@ -13,11 +13,14 @@ constexpr const char* kLog = "agent";
 // How long after joining a call may wait for its function to be registered
 // (IncomingCalls::EarlyCall).
 constexpr std::chrono::seconds kRegistrationGrace{2};
+}  // namespace
+
+Agent::Agent(AgentOptions options)
+    : options_(std::move(options)), members_(options_.job) {}
+
+Agent::~Agent() {
+  Shutdown(std::chrono::milliseconds(0));
 }
-
-Agent::Agent(AgentOptions options) : options_(std::move(options)), members_(options_.job) {}
-
-Agent::~Agent() { Shutdown(std::chrono::milliseconds(0)); }
 
 StatusOr<std::shared_ptr<Agent>> Agent::Start(AgentOptions options) {
   if (options.name.empty()) {
@@ -51,8 +54,8 @@ Status Agent::StartImpl() {
   MakeEngine();
   Status s = engine_->Start();
   if (!s.ok()) return s;
-  incoming_ = std::make_unique<IncomingCalls>(options_, stopped_, weak_from_this(), *engine_,
-                                              *rrefs_, *codec_, members_);
+  incoming_ = std::make_unique<IncomingCalls>(options_, stopped_, weak_from_this(),
+                                              *engine_, *rrefs_, *codec_, members_);
 
   self_.name = options_.name;
   self_.endpoints = engine_->endpoints();
@@ -61,8 +64,8 @@ Status Agent::StartImpl() {
   self_ = joined.value().self;
   engine_->SetSelf(self_.id, self_.incarnation, self_.name);
   rrefs_->SetSelf(self_.id);
-  members_.Add(MemberInfo{self_.id, self_.incarnation, self_.name, MemberState::kAlive,
-                          "self"});
+  members_.Add(
+      MemberInfo{self_.id, self_.incarnation, self_.name, MemberState::kAlive, "self"});
   for (const auto& m : joined.value().members) {
     ApplyMemberEvent(wire::StoreMemberEvent{wire::MemberEventKind::kJoined, m, ""});
   }
@@ -169,17 +172,16 @@ void Agent::ApplyMemberEvent(const wire::StoreMemberEvent& ev) {
     members_.Notify(info);
     return;
   }
-  const MemberState state = ev.event == wire::MemberEventKind::kLeft
-                                ? MemberState::kLeft : MemberState::kGone;
+  const MemberState state =
+      ev.event == wire::MemberEventKind::kLeft ? MemberState::kLeft : MemberState::kGone;
   members_.SetState(r.id, r.incarnation, state);
-  engine_->RemoveMember(r.id,
-                        Status(FERRY_PEER_GONE,
-                               "worker '" + r.name + "' " +
-                                   (state == MemberState::kLeft ? "left the job"
-                                    : ev.reason.empty()
-                                        ? "is gone (the store lost it)"
-                                        : "is gone: " + ev.reason)),
-                        state == MemberState::kLeft);
+  engine_->RemoveMember(
+      r.id,
+      Status(FERRY_PEER_GONE, "worker '" + r.name + "' " +
+                                  (state == MemberState::kLeft ? "left the job"
+                                   : ev.reason.empty() ? "is gone (the store lost it)"
+                                                       : "is gone: " + ev.reason)),
+      state == MemberState::kLeft);
 }
 
 std::vector<MemberInfo> Agent::Members() {
@@ -201,7 +203,9 @@ Status Agent::WaitForWorkers(size_t n, std::chrono::milliseconds timeout) {
                     "' within " + std::to_string(timeout.count()) + " ms");
 }
 
-void Agent::OnMembership(MemberCallback cb) { members_.OnChange(std::move(cb)); }
+void Agent::OnMembership(MemberCallback cb) {
+  members_.OnChange(std::move(cb));
+}
 
 // ---- the engine's sink ----------------------------------------------------------
 
@@ -250,7 +254,8 @@ void Agent::OnStoreConnGone(uint64_t conn, const Status& why) {
 void Agent::OnPeerGone(PeerKey peer, const Status& why, bool left) {
   calls_->FailCallsTo(peer.id, why);
   rrefs_->OnPeerGone(peer.id);
-  members_.SetState(peer.id, peer.incarnation, left ? MemberState::kLeft : MemberState::kGone);
+  members_.SetState(peer.id, peer.incarnation,
+                    left ? MemberState::kLeft : MemberState::kGone);
 }
 
 // ---- stats and shutdown -----------------------------------------------------------
@@ -268,7 +273,8 @@ Status Agent::Shutdown(std::chrono::milliseconds grace) {
   if (!engine_) return Status::Ok();
   const auto deadline = std::chrono::steady_clock::now() + grace;
   // Finish the calls this worker is serving (bounded by `grace`).
-  engine_->WaitUntil([this] { return !incoming_ || incoming_->serving() == 0; }, deadline);
+  engine_->WaitUntil([this] { return !incoming_ || incoming_->serving() == 0; },
+                     deadline);
   // Release our references: drop every user fork we can (the deletes are
   // sent now), then tell the store we leave.
   if (rrefs_) {

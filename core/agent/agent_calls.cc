@@ -30,8 +30,8 @@ StatusOr<std::shared_ptr<RRefHandle>> Agent::Remote(const std::string& to,
   // waits for it (within the timeout) first.
   uint64_t owner = target.value();
   if (owner == 0) {
-    const auto deadline = steady_clock::now() +
-                          (timeout.count() ? timeout : options_.default_timeout);
+    const auto deadline =
+        steady_clock::now() + (timeout.count() ? timeout : options_.default_timeout);
     engine_->WaitUntil(
         [&] { return members_.Resolve(to).ok() && members_.Resolve(to).value() != 0; },
         deadline);
@@ -60,8 +60,10 @@ StatusOr<std::shared_ptr<RRefHandle>> Agent::Remote(const std::string& to,
                   auto c = ctx.lock();
                   if (!c) return;
                   // The owner answers remote() as soon as it recorded the fork.
-                  if (s.ok()) c->ConfirmRemote(rref, fork);
-                  else c->AbandonRemote(rref, fork);
+                  if (s.ok())
+                    c->ConfirmRemote(rref, fork);
+                  else
+                    c->AbandonRemote(rref, fork);
                 });
   return handle;
 }
@@ -77,15 +79,17 @@ std::shared_ptr<Future> Agent::Fetch(const std::shared_ptr<RRefHandle>& rref,
     }
     // A copy, as a to_here from a user would get. Tensors are copied too.
     auto copy = CopyValue(*v.value());
-    if (!copy.ok()) f->Complete(copy.status());
-    else f->Complete(Status::Ok(), std::move(copy.value()));
+    if (!copy.ok())
+      f->Complete(copy.status());
+    else
+      f->Complete(Status::Ok(), std::move(copy.value()));
     return f;
   }
   if (rrefs_->OwnerGone(rref->owner())) {
     auto f = std::make_shared<Future>(engine_.get(), shared_from_this());
-    f->Complete(Status(FERRY_PEER_GONE, "the owner of RRef " + rref->rref_id().ToString() +
-                                            " (worker id " + std::to_string(rref->owner()) +
-                                            ") is gone"));
+    f->Complete(Status(FERRY_PEER_GONE, "the owner of RRef " +
+                                            rref->rref_id().ToString() + " (worker id " +
+                                            std::to_string(rref->owner()) + ") is gone"));
     return f;
   }
   wire::Request req;
@@ -108,8 +112,9 @@ StatusOr<std::shared_ptr<Value>> Agent::LocalValue(const RRefHandle& rref,
                       std::to_string(rref.owner()) + ") holds the value; use to_here");
   }
   const wire::Guid id = rref.rref_id();
-  engine_->WaitUntil([&] { return rrefs_->IsReady(id); },
-                     steady_clock::now() + (timeout.count() ? timeout : options_.default_timeout));
+  engine_->WaitUntil(
+      [&] { return rrefs_->IsReady(id); },
+      steady_clock::now() + (timeout.count() ? timeout : options_.default_timeout));
   return rrefs_->OwnedValue(id);
 }
 

@@ -28,7 +28,8 @@ bool Future::Wait(std::chrono::steady_clock::time_point deadline) {
 
 StatusOr<Value> Future::Take() {
   std::lock_guard<std::mutex> l(mu_);
-  if (!done_.load()) return Status(FERRY_FAILED_PRECONDITION, "the call has not finished");
+  if (!done_.load())
+    return Status(FERRY_FAILED_PRECONDITION, "the call has not finished");
   if (!status_.ok()) return status_;
   if (taken_) return Status(FERRY_FAILED_PRECONDITION, "the value was taken already");
   taken_ = true;

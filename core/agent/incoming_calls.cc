@@ -10,11 +10,17 @@ namespace {
 constexpr const char* kLog = "agent";
 }
 
-IncomingCalls::IncomingCalls(const AgentOptions& options, const std::atomic<bool>& stopped,
-                             std::weak_ptr<void> owner, Engine& engine, RRefContext& rrefs,
-                             ValueCodec& codec, const MemberTable& members)
-    : options_(options), stopped_(stopped), owner_(std::move(owner)), engine_(engine),
-      rrefs_(rrefs), codec_(codec), members_(members),
+IncomingCalls::IncomingCalls(const AgentOptions& options,
+                             const std::atomic<bool>& stopped, std::weak_ptr<void> owner,
+                             Engine& engine, RRefContext& rrefs, ValueCodec& codec,
+                             const MemberTable& members)
+    : options_(options),
+      stopped_(stopped),
+      owner_(std::move(owner)),
+      engine_(engine),
+      rrefs_(rrefs),
+      codec_(codec),
+      members_(members),
       executor_(std::make_unique<Executor>(std::max(1u, options.executor_threads))) {}
 
 // ---- registration -------------------------------------------------------------
@@ -26,8 +32,8 @@ Status IncomingCalls::Register(const std::string& function, Handler handler,
   }
   std::lock_guard<std::mutex> l(mu_);
   if (handlers_.count(function)) {
-    return Status(FERRY_ALREADY_EXISTS, "function '" + function +
-                                            "' is already registered on this worker");
+    return Status(FERRY_ALREADY_EXISTS,
+                  "function '" + function + "' is already registered on this worker");
   }
   handlers_[function] =
       HandlerEntry{std::make_shared<const Handler>(std::move(handler)), may_block};
@@ -79,8 +85,8 @@ void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
   wire::Reader r(msg.body.data(), msg.body.size());
   wire::Request req;
   if (!wire::Get(r, &req)) {
-    FERRY_LOG(FERRY_LOG_WARN, kLog, "malformed request from worker id " +
-                                        std::to_string(from.id) + " dropped");
+    FERRY_LOG(FERRY_LOG_WARN, kLog,
+              "malformed request from worker id " + std::to_string(from.id) + " dropped");
     return;
   }
   if (stopped_.load()) {
@@ -105,10 +111,10 @@ void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
   auto value = codec_.Decode(from.id, req.value, msg);
   Status problem;
   if (found == Lookup::kUnknown) {
-    problem = Status(FERRY_NOT_FOUND, "no function '" + req.function +
-                                          "' is registered on worker '" + options_.name +
-                                          "' (registered: " +
-                                          (known.empty() ? "none" : known) + ")");
+    problem = Status(FERRY_NOT_FOUND,
+                     "no function '" + req.function + "' is registered on worker '" +
+                         options_.name +
+                         "' (registered: " + (known.empty() ? "none" : known) + ")");
   } else if (!value.ok()) {
     problem = value.status();
   }
@@ -156,12 +162,15 @@ void IncomingCalls::ServeFetch(PeerKey from, const wire::Request& req) {
                                  const Status& s, std::shared_ptr<Value> v) {
     auto keep = owner.lock();
     if (!keep) return;
-    if (!s.ok()) Respond(from, call_id, s, nullptr);
-    else Respond(from, call_id, Status::Ok(), nullptr, v);
+    if (!s.ok())
+      Respond(from, call_id, s, nullptr);
+    else
+      Respond(from, call_id, Status::Ok(), nullptr, v);
   });
 }
 
-void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call, Value args) {
+void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call,
+                        Value args) {
   if (!entry.may_block) {
     (*entry.fn)(std::move(call), std::move(args));
     return;
@@ -239,10 +248,9 @@ IncomingCall::~IncomingCall() {
   // A handler that dropped its call without answering: answer for it, so
   // the caller gets an error now rather than at its deadline.
   if (!answered_.load() && calls_ != nullptr) {
-    Fail(Status(FERRY_INTERNAL, "function '" + function_ +
-                                    "' returned without answering its call"));
+    Fail(Status(FERRY_INTERNAL,
+                "function '" + function_ + "' returned without answering its call"));
   }
 }
 
 }  // namespace ferry
-

@@ -13,17 +13,24 @@ using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
 uint32_t RemainingMs(steady_clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
   return left.count() <= 0 ? 1 : static_cast<uint32_t>(left.count());
 }
 
 }  // namespace
 
-OutgoingCalls::OutgoingCalls(const AgentOptions& options, const std::atomic<bool>& stopped,
-                             std::weak_ptr<void> owner, Engine& engine, RRefContext& rrefs,
-                             ValueCodec& codec, const MemberTable& members)
-    : options_(options), stopped_(stopped), owner_(std::move(owner)), engine_(engine),
-      rrefs_(rrefs), codec_(codec), members_(members) {}
+OutgoingCalls::OutgoingCalls(const AgentOptions& options,
+                             const std::atomic<bool>& stopped, std::weak_ptr<void> owner,
+                             Engine& engine, RRefContext& rrefs, ValueCodec& codec,
+                             const MemberTable& members)
+    : options_(options),
+      stopped_(stopped),
+      owner_(std::move(owner)),
+      engine_(engine),
+      rrefs_(rrefs),
+      codec_(codec),
+      members_(members) {}
 
 std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Request req,
                                              Value args, milliseconds timeout,
@@ -44,9 +51,9 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
   if (!target.ok()) return fail(target.status());
   const uint64_t self = engine_.self_id();
   if (target.value() == self && self != 0) {
-    return fail(Status(FERRY_INVALID_ARGUMENT,
-                       "a call from worker '" + options_.name +
-                           "' to itself: call the function directly"));
+    return fail(
+        Status(FERRY_INVALID_ARGUMENT, "a call from worker '" + options_.name +
+                                           "' to itself: call the function directly"));
   }
   PendingCall pc;
   pc.future = future;
@@ -122,8 +129,10 @@ void OutgoingCalls::SendPending(uint64_t call_id) {
     msg->deferred = nullptr;
     std::lock_guard<std::mutex> l(mu_);
     auto it = calls_.find(call_id);
-    if (it != calls_.end()) it->second.forks = made;
-    else for (const auto& f : made) rrefs_.ForkAborted(f);
+    if (it != calls_.end())
+      it->second.forks = made;
+    else
+      for (const auto& f : made) rrefs_.ForkAborted(f);
   }
   if (s.ok()) s = engine_.SendToMember(to, std::move(msg));
   if (s.ok()) return;
@@ -158,8 +167,9 @@ void OutgoingCalls::OnResponse(PeerKey from, InMessage& msg) {
   wire::Reader r(msg.body.data(), msg.body.size());
   wire::Response resp;
   if (!wire::Get(r, &resp)) {
-    FERRY_LOG(FERRY_LOG_WARN, kLog, "malformed response from worker id " +
-                                        std::to_string(from.id) + " dropped");
+    FERRY_LOG(
+        FERRY_LOG_WARN, kLog,
+        "malformed response from worker id " + std::to_string(from.id) + " dropped");
     return;
   }
   PendingCall pc;
@@ -171,12 +181,13 @@ void OutgoingCalls::OnResponse(PeerKey from, InMessage& msg) {
     calls_.erase(it);
   }
   auto value = codec_.Decode(from.id, resp.value, msg);
-  Status status = resp.status == FERRY_OK
-                      ? (value.ok() ? Status::Ok() : value.status())
-                      : Status(resp.status, resp.message);
+  Status status = resp.status == FERRY_OK ? (value.ok() ? Status::Ok() : value.status())
+                                          : Status(resp.status, resp.message);
   if (pc.on_settled) pc.on_settled(resp.status == FERRY_OK ? Status::Ok() : status);
-  if (status.ok()) pc.future->Complete(Status::Ok(), std::move(value.value()));
-  else pc.future->Complete(status);
+  if (status.ok())
+    pc.future->Complete(Status::Ok(), std::move(value.value()));
+  else
+    pc.future->Complete(status);
 }
 
 void OutgoingCalls::ExpireDue() {
@@ -197,12 +208,13 @@ void OutgoingCalls::ExpireDue() {
     }
   }
   for (auto& pc : expired) {
-    Status s = pc.to == 0
-        ? Status(FERRY_NOT_FOUND, "no worker named '" + pc.to_name + "' joined job '" +
-                                      options_.job + "' before the call's deadline")
-        : Status(FERRY_DEADLINE_EXCEEDED,
-                 "no reply from worker '" + pc.to_name + "' before the deadline "
-                 "(raise the timeout if the function is slow)");
+    Status s = pc.to == 0 ? Status(FERRY_NOT_FOUND, "no worker named '" + pc.to_name +
+                                                        "' joined job '" + options_.job +
+                                                        "' before the call's deadline")
+                          : Status(FERRY_DEADLINE_EXCEEDED,
+                                   "no reply from worker '" + pc.to_name +
+                                       "' before the deadline "
+                                       "(raise the timeout if the function is slow)");
     if (pc.to == 0) {
       // Never sent: its RRef forks are undone with the unsent message.
       for (const auto& f : pc.forks) rrefs_.ForkAborted(f);

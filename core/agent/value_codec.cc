@@ -72,10 +72,10 @@ Status ValueCodec::EncodeParts(Value& v, bool hand_over, uint64_t to,
 
 StatusOr<Value> ValueCodec::Decode(uint64_t from, wire::ValueMeta& meta, InMessage& msg) {
   if (meta.tensors.size() != msg.segments.size()) {
-    return Status(FERRY_DATA_LOSS, "malformed message: " +
-                                       std::to_string(meta.tensors.size()) +
-                                       " tensors described, " +
-                                       std::to_string(msg.segments.size()) + " arrived");
+    return Status(FERRY_DATA_LOSS,
+                  "malformed message: " + std::to_string(meta.tensors.size()) +
+                      " tensors described, " + std::to_string(msg.segments.size()) +
+                      " arrived");
   }
   for (size_t i = 0; i < meta.tensors.size(); ++i) {
     if (meta.tensors[i].nbytes != msg.segments[i].size) {
@@ -132,7 +132,8 @@ StatusOr<Value> CopyValue(const Value& v) {
     auto nbytes = TensorBytes(t->dl_tensor, 0);
     if (!nbytes.ok()) return nbytes.status();
     AlignedBuffer buf(nbytes.value());
-    std::memcpy(buf.data, static_cast<char*>(t->dl_tensor.data) + t->dl_tensor.byte_offset,
+    std::memcpy(buf.data,
+                static_cast<char*>(t->dl_tensor.data) + t->dl_tensor.byte_offset,
                 nbytes.value());
     wire::TensorMeta tm;
     tm.dtype = t->dl_tensor.dtype;

@@ -30,9 +30,10 @@ inline ferry_status_t Ok() {
 }  // namespace ferry::api
 
 // Wraps an entry point's body: no C++ exception crosses the C boundary.
-#define FERRY_API_GUARD(...)                                                           \
-  try {                                                                                 \
-    __VA_ARGS__                                                                         \
-  } catch (const std::exception& e) {                                                   \
-    return ::ferry::api::Fail(FERRY_INTERNAL, std::string("internal error: ") + e.what()); \
+#define FERRY_API_GUARD(...)                                               \
+  try {                                                                    \
+    __VA_ARGS__                                                            \
+  } catch (const std::exception& e) {                                      \
+    return ::ferry::api::Fail(FERRY_INTERNAL,                              \
+                              std::string("internal error: ") + e.what()); \
   }

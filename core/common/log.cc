@@ -32,8 +32,12 @@ std::atomic<int32_t>& LevelCell() {
 
 }  // namespace
 
-int32_t Level() { return LevelCell().load(std::memory_order_relaxed); }
-void SetLevel(int32_t level) { LevelCell().store(level, std::memory_order_relaxed); }
+int32_t Level() {
+  return LevelCell().load(std::memory_order_relaxed);
+}
+void SetLevel(int32_t level) {
+  LevelCell().store(level, std::memory_order_relaxed);
+}
 
 int32_t ParseLevel(const std::string& text) {
   static const char* const kNames[] = {"error", "warn", "info", "debug", "trace"};

@@ -22,13 +22,15 @@ const char* LevelName(int32_t level);
 // Thread-safe; lines never interleave.
 void Write(int32_t level, const char* component, const std::string& message);
 
-inline bool Enabled(int32_t level) { return level <= Level(); }
+inline bool Enabled(int32_t level) {
+  return level <= Level();
+}
 
 }  // namespace ferry::log
 
-#define FERRY_LOG(level, component, message)                     \
-  do {                                                           \
-    if (::ferry::log::Enabled(level)) {                          \
-      ::ferry::log::Write(level, component, (message));          \
-    }                                                            \
+#define FERRY_LOG(level, component, message)            \
+  do {                                                  \
+    if (::ferry::log::Enabled(level)) {                 \
+      ::ferry::log::Write(level, component, (message)); \
+    }                                                   \
   } while (0)

@@ -17,8 +17,7 @@ constexpr const char* kLog = "engine";
 
 bool IsHandshake(wire::Kind k) {
   return k == wire::Kind::kHello || k == wire::Kind::kChallenge ||
-         k == wire::Kind::kAuth || k == wire::Kind::kReady ||
-         k == wire::Kind::kReject;
+         k == wire::Kind::kAuth || k == wire::Kind::kReady || k == wire::Kind::kReject;
 }
 
 bool IsStoreKind(wire::Kind k) {
@@ -68,8 +67,9 @@ void Engine::ProcessEvent(TransportSlot& slot, const ferry_event_t& ev,
       break;
     case FERRY_EV_CONN_BROKEN:
       if (c->state != Conn::State::kClosed) {
-        ConnFailed(c, Status(ev.status == FERRY_OK ? FERRY_PEER_GONE : ev.status,
-                             ev.message ? ev.message : "connection lost"),
+        ConnFailed(c,
+                   Status(ev.status == FERRY_OK ? FERRY_PEER_GONE : ev.status,
+                          ev.message ? ev.message : "connection lost"),
                    actions);
       }
       break;
@@ -107,8 +107,7 @@ void Engine::OnAccepted(TransportSlot& slot, const ferry_event_t& ev) {
   conns_[c->id] = std::move(c);
 }
 
-void Engine::OnArrival(Conn* c, const ferry_event_t& ev,
-                       std::vector<Action>* actions) {
+void Engine::OnArrival(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions) {
   Transport& t = *c->slot->transport;
   wire::Reader r(ev.header, ev.header_len);
   auto msg = std::make_unique<InMessage>();
@@ -159,7 +158,8 @@ void Engine::OnArrival(Conn* c, const ferry_event_t& ev,
                                        ev.segment_stride, i);
     msg->segments.emplace_back(seg->length);
     if (seg->inline_data != nullptr) {
-      if (seg->length) std::memcpy(msg->segments.back().data, seg->inline_data, seg->length);
+      if (seg->length)
+        std::memcpy(msg->segments.back().data, seg->inline_data, seg->length);
     } else {
       all_inline = false;
     }
@@ -217,7 +217,8 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
   const wire::Kind kind = msg->envelope.kind;
   if (IsHandshake(kind)) {
     if (kind == wire::Kind::kHello && self_id_ == 0 && !c->outbound &&
-        msg->body.size() > 1 && msg->body[1] == static_cast<uint8_t>(wire::Role::kMember)) {
+        msg->body.size() > 1 &&
+        msg->body[1] == static_cast<uint8_t>(wire::Role::kMember)) {
       early_hellos_.emplace_back(c->id, std::move(msg));
       return;
     }
@@ -242,9 +243,8 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
   if (c->store || IsStoreKind(kind)) {
     const uint64_t id = c->id;
     auto* raw = msg.release();
-    actions->push_back([this, id, raw] {
-      sink_->OnStoreMessage(id, std::unique_ptr<InMessage>(raw));
-    });
+    actions->push_back(
+        [this, id, raw] { sink_->OnStoreMessage(id, std::unique_ptr<InMessage>(raw)); });
     return;
   }
   DeliverFromMember(c, std::move(msg), actions);
@@ -272,9 +272,8 @@ void Engine::DeliverFromMember(Conn* c, std::unique_ptr<InMessage> msg,
   msg->from = from;
   // [this, raw] fits std::function's in-place storage: no allocation.
   auto* raw = msg.release();
-  actions->push_back([this, raw] {
-    sink_->OnMessage(raw->from, std::unique_ptr<InMessage>(raw));
-  });
+  actions->push_back(
+      [this, raw] { sink_->OnMessage(raw->from, std::unique_ptr<InMessage>(raw)); });
 }
 
 }  // namespace ferry

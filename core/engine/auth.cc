@@ -16,11 +16,10 @@ Mac Hmac(const std::string& key, const std::vector<uint8_t>& data) {
   size_t len = 0;
   // An empty key is allowed (a job without a secret; the worker warns).
   static const unsigned char kEmpty = 0;
-  const unsigned char* k = key.empty()
-      ? &kEmpty : reinterpret_cast<const unsigned char*>(key.data());
-  if (EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, k, key.size(),
-                data.data(), data.size(), out.data(), out.size(), &len) ==
-          nullptr ||
+  const unsigned char* k =
+      key.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(key.data());
+  if (EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, k, key.size(), data.data(),
+                data.size(), out.data(), out.size(), &len) == nullptr ||
       len != out.size()) {
     // Only a broken OpenSSL installation gets here; a zero MAC then fails
     // every comparison, so nothing is authenticated by accident.
@@ -29,8 +28,8 @@ Mac Hmac(const std::string& key, const std::vector<uint8_t>& data) {
   return out;
 }
 
-std::vector<uint8_t> Transcript(const char* label, const std::string& job,
-                                const Nonce& a, const Nonce& b, uint64_t id) {
+std::vector<uint8_t> Transcript(const char* label, const std::string& job, const Nonce& a,
+                                const Nonce& b, uint64_t id) {
   std::vector<uint8_t> data;
   wire::Writer w(&data);
   w.Str(label);

@@ -47,14 +47,21 @@ struct TransportSlot {
 // One connection, a member's or the store's, from connect()/accept to
 // FERRY_EV_CLOSED. Its state is the handshake's progress (handshake.cc).
 struct Conn {
-  enum class State { kConnecting, kHelloSent, kAwaitHello, kChallengeSent,
-                     kAuthSent, kReady, kClosed };
+  enum class State {
+    kConnecting,
+    kHelloSent,
+    kAwaitHello,
+    kChallengeSent,
+    kAuthSent,
+    kReady,
+    kClosed
+  };
   uint64_t id = 0;
   TransportSlot* slot = nullptr;
   ferry_conn_t* handle = nullptr;
   State state = State::kConnecting;
   bool outbound = false;
-  bool store = false;  // a store connection (either side)
+  bool store = false;                     // a store connection (either side)
   wire::Role role = wire::Role::kMember;  // what the connector is
   uint64_t peer_id = 0;                   // expected (outbound) or claimed
   uint64_t peer_incarnation = 0;

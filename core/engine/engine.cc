@@ -22,7 +22,9 @@ Engine::Engine(EngineOptions options, EngineSink* sink)
       sink_(sink),
       driver_(this, options_.busy_poll, options_.spin) {}
 
-Engine::~Engine() { Stop(std::chrono::milliseconds(0)); }
+Engine::~Engine() {
+  Stop(std::chrono::milliseconds(0));
+}
 
 Status Engine::Start() {
   if (Status s = driver_.Open(); !s.ok()) return s;
@@ -31,19 +33,18 @@ Status Engine::Start() {
     names.push_back(kStorePlugin);
   }
   for (const auto& name : names) {
-    const bool member = std::find(options_.transports.begin(),
-                                  options_.transports.end(),
+    const bool member = std::find(options_.transports.begin(), options_.transports.end(),
                                   name) != options_.transports.end();
     Status s = StartTransport(name);
     if (!s.ok() && member && options_.skip_unusable && name != kStorePlugin) {
-      FERRY_LOG(FERRY_LOG_INFO, kLog, "auto: skipping transport '" + name + "': " +
-                                          s.message());
+      FERRY_LOG(FERRY_LOG_INFO, kLog,
+                "auto: skipping transport '" + name + "': " + s.message());
       continue;
     }
     if (!s.ok()) {
       if (member) return s;
-      return Status(s.code(), "the rendezvous store needs the tcp plugin: " +
-                                  s.message());
+      return Status(s.code(),
+                    "the rendezvous store needs the tcp plugin: " + s.message());
     }
     slots_.back()->member = member;
   }
@@ -54,7 +55,8 @@ Status Engine::Start() {
   }
   // Received-tensor buffers nobody reused for a while go back to the kernel.
   if (const auto idle = receive_buffers::IdleTimeFromEnvironment(); idle.count() > 0) {
-    AddTimer(std::chrono::milliseconds(1000), [idle] { receive_buffers::TrimIdle(idle); });
+    AddTimer(std::chrono::milliseconds(1000),
+             [idle] { receive_buffers::TrimIdle(idle); });
   }
   return Status::Ok();
 }
@@ -63,8 +65,7 @@ Status Engine::StartTransport(const std::string& name) {
   auto plugin = loader_.Load(name);
   if (!plugin.ok()) return plugin.status();
   auto opened = Transport::Open(plugin.value(),
-                                options_.busy_poll ? FERRY_INIT_BUSY_POLL : 0,
-                                name);
+                                options_.busy_poll ? FERRY_INIT_BUSY_POLL : 0, name);
   if (!opened.ok()) return opened.status();
   auto slot = std::make_unique<TransportSlot>();
   slot->transport = std::move(opened.value());
@@ -82,11 +83,9 @@ Status Engine::StartTransport(const std::string& name) {
   }
   // Every plugin listens at its default address: tcp on 127.0.0.1 unless
   // FERRY_TCP_LISTEN_HOST says otherwise, shm in its private directory.
-  Status s = slot->transport->Listen(options_.listen_address, nullptr,
-                                     &slot->listener);
+  Status s = slot->transport->Listen(options_.listen_address, nullptr, &slot->listener);
   if (!s.ok()) {
-    return Status(s.code(), "transport '" + name + "' cannot listen: " +
-                                s.message());
+    return Status(s.code(), "transport '" + name + "' cannot listen: " + s.message());
   }
   auto addr = slot->transport->ListenerAddress(slot->listener);
   if (!addr.ok()) return addr.status();
@@ -95,7 +94,9 @@ Status Engine::StartTransport(const std::string& name) {
   return Status::Ok();
 }
 
-void Engine::StartLoop() { driver_.StartLoop(); }
+void Engine::StartLoop() {
+  driver_.StartLoop();
+}
 
 std::vector<wire::Endpoint> Engine::endpoints() const {
   std::vector<wire::Endpoint> out;

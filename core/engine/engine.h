@@ -192,8 +192,7 @@ class Engine : private ProgressDriver::Pump {
   void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why,
                       std::vector<Action>* actions);
   // send.cc
-  Status SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
-                          uint64_t seq);
+  Status SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg, uint64_t seq);
   Status SendHandshake(Conn* c, wire::Kind kind,
                        const std::function<void(wire::Writer&)>& body);
   void CloseConnLocked(Conn* c);

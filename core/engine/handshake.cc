@@ -25,12 +25,10 @@ constexpr const char* kLog = "engine";
 
 }  // namespace
 
-void Engine::OnConnected(Conn* c, const ferry_event_t& ev,
-                         std::vector<Action>* actions) {
+void Engine::OnConnected(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions) {
   if (c->state == Conn::State::kClosed) return;
   if (ev.status != FERRY_OK) {
-    ConnFailed(c, Status(ev.status, ev.message ? ev.message : "connect failed"),
-               actions);
+    ConnFailed(c, Status(ev.status, ev.message ? ev.message : "connect failed"), actions);
     return;
   }
   ++stats_.connections;
@@ -48,8 +46,7 @@ void Engine::OnConnected(Conn* c, const ferry_event_t& ev,
                 [&](wire::Writer& w) { wire::EncodeHello(hello, w); });
 }
 
-void Engine::OnHandshake(Conn* c, const InMessage& msg,
-                         std::vector<Action>* actions) {
+void Engine::OnHandshake(Conn* c, const InMessage& msg, std::vector<Action>* actions) {
   wire::Reader r(msg.body.data(), msg.body.size());
   const wire::Kind kind = msg.envelope.kind;
   if (kind == wire::Kind::kReject) {
@@ -77,10 +74,10 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
   // A transport may deliver a message twice: a handshake message for a step
   // this connection has already passed is a duplicate, not an attack.
   const bool duplicate =
-      (kind == wire::Kind::kHello && (c->state == Conn::State::kChallengeSent ||
-                                      c->state == Conn::State::kReady)) ||
-      (kind == wire::Kind::kChallenge && (c->state == Conn::State::kAuthSent ||
-                                          c->state == Conn::State::kReady)) ||
+      (kind == wire::Kind::kHello &&
+       (c->state == Conn::State::kChallengeSent || c->state == Conn::State::kReady)) ||
+      (kind == wire::Kind::kChallenge &&
+       (c->state == Conn::State::kAuthSent || c->state == Conn::State::kReady)) ||
       (kind == wire::Kind::kAuth && c->state == Conn::State::kReady) ||
       (kind == wire::Kind::kReady && c->state == Conn::State::kReady);
   if (duplicate) return;
@@ -88,8 +85,7 @@ void Engine::OnHandshake(Conn* c, const InMessage& msg,
   RejectAndClose(c, FERRY_FAILED_PRECONDITION, "handshake message out of order", actions);
 }
 
-void Engine::OnReject(Conn* c, const wire::Reject& reject,
-                      std::vector<Action>* actions) {
+void Engine::OnReject(Conn* c, const wire::Reject& reject, std::vector<Action>* actions) {
   const int32_t code = reject.code;
   const std::string& why = reject.message;
   if (!c->outbound) {
@@ -99,8 +95,9 @@ void Engine::OnReject(Conn* c, const wire::Reject& reject,
               "refused a connection from " + c->address + " claiming to be '" +
                   c->peer_name + "': " + why +
                   " (wrong or missing job secret; no handler ran)");
-    ConnFailed(c, Status(code == 0 ? FERRY_UNAUTHENTICATED : code,
-                         c->address + " refused the connection: " + why),
+    ConnFailed(c,
+               Status(code == 0 ? FERRY_UNAUTHENTICATED : code,
+                      c->address + " refused the connection: " + why),
                actions);
     return;
   }
@@ -113,9 +110,10 @@ void Engine::OnReject(Conn* c, const wire::Reject& reject,
     CloseConnLocked(c);  // detaches it from the peer
     return;
   }
-  ConnFailed(c, Status(code == 0 ? FERRY_UNAVAILABLE : code,
-                       (c->store ? "the rendezvous store at " : "worker at ") +
-                           c->address + " refused the connection: " + why),
+  ConnFailed(c,
+             Status(code == 0 ? FERRY_UNAVAILABLE : code,
+                    (c->store ? "the rendezvous store at " : "worker at ") + c->address +
+                        " refused the connection: " + why),
              actions);
 }
 
@@ -139,7 +137,8 @@ void Engine::OnHello(Conn* c, wire::Reader& r, std::vector<Action>* actions) {
     RejectAndClose(c, FERRY_INCOMPATIBLE,
                    "wire version " + std::to_string(hello.wire_version) +
                        " is not supported (this worker speaks " +
-                       std::to_string(wire::kWireVersion) + ")", actions);
+                       std::to_string(wire::kWireVersion) + ")",
+                   actions);
     return;
   }
   if (hello.job != options_.job) {
@@ -174,7 +173,8 @@ bool Engine::AdmitMemberConn(Conn* c, std::vector<Action>* actions) {
   if (p->record.incarnation > c->peer_incarnation) {
     RejectAndClose(c, FERRY_FAILED_PRECONDITION,
                    "incarnation " + std::to_string(c->peer_incarnation) +
-                       " of this worker has been replaced", actions);
+                       " of this worker has been replaced",
+                   actions);
     return false;
   }
   // Connect race: the lower id's connection wins, whether still in its
@@ -206,17 +206,19 @@ void Engine::OnChallenge(Conn* c, wire::Reader& r, std::vector<Action>* actions)
     wire::Reject reject{FERRY_UNAUTHENTICATED, "the job secrets differ"};
     SendHandshake(c, wire::Kind::kReject,
                   [&](wire::Writer& w) { wire::EncodeReject(reject, w); });
-    ConnFailed(c, Status(FERRY_UNAUTHENTICATED,
-                         c->address + " does not hold this job's secret (set the "
-                                      "same FERRY_SECRET or FERRY_SECRET_FILE on every worker)"),
-               actions);
+    ConnFailed(
+        c,
+        Status(FERRY_UNAUTHENTICATED,
+               c->address + " does not hold this job's secret (set the "
+                            "same FERRY_SECRET or FERRY_SECRET_FILE on every worker)"),
+        actions);
     return;
   }
   if (!c->store &&
       (challenge.id != c->peer_id || challenge.incarnation != c->peer_incarnation)) {
-    ConnFailed(c, Status(FERRY_PEER_GONE,
-                         "the address of worker '" + c->peer_name +
-                             "' now belongs to another worker: it is gone"),
+    ConnFailed(c,
+               Status(FERRY_PEER_GONE, "the address of worker '" + c->peer_name +
+                                           "' now belongs to another worker: it is gone"),
                actions);
     return;
   }
@@ -242,7 +244,8 @@ void Engine::OnAuth(Conn* c, wire::Reader& r, std::vector<Action>* actions) {
                   c->peer_name + "': wrong or missing job secret");
     RejectAndClose(c, FERRY_UNAUTHENTICATED,
                    "authentication failed: wrong or missing job secret (set "
-                   "FERRY_SECRET or FERRY_SECRET_FILE like the other workers)", actions);
+                   "FERRY_SECRET or FERRY_SECRET_FILE like the other workers)",
+                   actions);
     return;
   }
   SendHandshake(c, wire::Kind::kReady, [](wire::Writer&) {});
@@ -280,8 +283,8 @@ void Engine::MakeReady(Conn* c, std::vector<Action>* actions) {
     p->backlog.pop_front();
     Status s = SendOnConnLocked(c, std::move(m), seq);
     if (!s.ok()) {
-      FERRY_LOG(FERRY_LOG_ERROR, kLog, "sending to '" + p->record.name +
-                                           "' failed: " + s.ToString());
+      FERRY_LOG(FERRY_LOG_ERROR, kLog,
+                "sending to '" + p->record.name + "' failed: " + s.ToString());
     }
   }
 }
@@ -304,8 +307,8 @@ Peer* Engine::PeerForReadyConn(Conn* c, std::vector<Action>* actions) {
     // A newer incarnation introduced itself before the store told us.
     Peer* old = it->second.get();
     if (!old->gone) {
-      PeerGone(old, Status(FERRY_PEER_GONE, "worker '" + old->record.name +
-                                                "' restarted"),
+      PeerGone(old,
+               Status(FERRY_PEER_GONE, "worker '" + old->record.name + "' restarted"),
                actions);
     }
     it->second = fresh();
@@ -321,9 +324,10 @@ void Engine::RejectAndClose(Conn* c, ferry_status_t code, const std::string& why
   // A connection we opened, or one a peer's traffic already runs on, has
   // callers waiting behind it: fail them now with the reason instead of
   // leaving them to their deadlines.
-  ConnFailed(c, Status(code, "refused the connection " +
-                                 std::string(c->outbound ? "to " : "from ") + c->address +
-                                 ": " + why),
+  ConnFailed(c,
+             Status(code, "refused the connection " +
+                              std::string(c->outbound ? "to " : "from ") + c->address +
+                              ": " + why),
              actions);
 }
 

@@ -29,15 +29,17 @@ void Engine::HeartbeatTick(Clock::time_point now, std::vector<Action>* actions) 
     }
   }
   for (Conn* c : silent) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-        options_.peer_timeout).count();
-    ConnFailed(c, Status(FERRY_PEER_GONE,
-                         c->state == Conn::State::kReady
-                             ? "no message or heartbeat for " + std::to_string(ms) +
-                                   " ms (the process is frozen, overloaded, or the "
-                                   "network is down)"
-                             : "the connection handshake did not finish within " +
-                                   std::to_string(ms) + " ms"),
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.peer_timeout)
+            .count();
+    ConnFailed(c,
+               Status(FERRY_PEER_GONE,
+                      c->state == Conn::State::kReady
+                          ? "no message or heartbeat for " + std::to_string(ms) +
+                                " ms (the process is frozen, overloaded, or the "
+                                "network is down)"
+                          : "the connection handshake did not finish within " +
+                                std::to_string(ms) + " ms"),
                actions);
   }
 }

@@ -44,9 +44,10 @@ void Engine::AddMember(const wire::MemberRecord& record) {
       }
       // A newer incarnation: the old process is gone.
       if (!p->gone) {
-        PeerGone(p, Status(FERRY_PEER_GONE, "worker '" + p->record.name +
-                               "' restarted (incarnation " +
-                               std::to_string(record.incarnation) + ")"),
+        PeerGone(p,
+                 Status(FERRY_PEER_GONE, "worker '" + p->record.name +
+                                             "' restarted (incarnation " +
+                                             std::to_string(record.incarnation) + ")"),
                  &actions);
       }
       peers_.erase(it);
@@ -130,8 +131,7 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
   auto it = peers_.find(id);
   if (it == peers_.end()) {
     return Status(FERRY_NOT_FOUND, "worker id " + std::to_string(id) +
-                                       " is not a member of job '" +
-                                       options_.job + "'");
+                                       " is not a member of job '" + options_.job + "'");
   }
   Peer* p = it->second.get();
   if (p->gone) return p->gone_why;
@@ -175,9 +175,8 @@ Status Engine::ConnectToPeer(Peer* p) {
   auto calls = slot->LockCalls();
   Status s = slot->transport->Connect(ep->address, nullptr, &c->handle);
   if (!s.ok()) {
-    return Status(s.code(), "cannot connect to worker '" + p->record.name +
-                                "' at " + ep->plugin + " " + ep->address +
-                                ": " + s.message());
+    return Status(s.code(), "cannot connect to worker '" + p->record.name + "' at " +
+                                ep->plugin + " " + ep->address + ": " + s.message());
   }
   slot->by_handle[c->handle] = c.get();
   p->outbound = c.get();
@@ -214,14 +213,16 @@ void Engine::ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions
     return;
   }
   if (was_outbound && p->conn == nullptr && !p->waiting_for_theirs) {
-    PeerGone(p, Status(why.code() == FERRY_UNAVAILABLE ? FERRY_PEER_GONE : why.code(),
-                       "cannot reach worker '" + p->record.name + "': " + why.message()),
+    PeerGone(p,
+             Status(why.code() == FERRY_UNAVAILABLE ? FERRY_PEER_GONE : why.code(),
+                    "cannot reach worker '" + p->record.name + "': " + why.message()),
              actions);
     return;
   }
   if (was_conn) {
-    PeerGone(p, Status(why.code() == FERRY_OK ? FERRY_PEER_GONE : why.code(),
-                       "worker '" + p->record.name + "' is gone: " + why.message()),
+    PeerGone(p,
+             Status(why.code() == FERRY_OK ? FERRY_PEER_GONE : why.code(),
+                    "worker '" + p->record.name + "' is gone: " + why.message()),
              actions);
   }
 }

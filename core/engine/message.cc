@@ -7,7 +7,9 @@ namespace ferry {
 
 AlignedBuffer::AlignedBuffer(size_t n) : data(receive_buffers::Allocate(n)), size(n) {}
 
-AlignedBuffer::~AlignedBuffer() { receive_buffers::Release(data, size); }
+AlignedBuffer::~AlignedBuffer() {
+  receive_buffers::Release(data, size);
+}
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   if (this != &o) {

@@ -65,8 +65,8 @@ struct OutMessage {
   std::shared_ptr<void> keepalive;
   // Set while the destination is not known yet: encodes body and tensors
   // for destination `to` (the agent's, for calls to workers not yet joined).
-  std::function<Status(uint64_t to, OutMessage* self,
-                       std::vector<wire::RRefRef>* forks)> deferred;
+  std::function<Status(uint64_t to, OutMessage* self, std::vector<wire::RRefRef>* forks)>
+      deferred;
   // Set by the engine when sent: the body travels as segment 0, not in
   // the header (it is larger than the transport's header limit).
   bool body_in_segment0 = false;
@@ -93,7 +93,8 @@ class InFlightSends {
     } else {
       head_ = m->in_flight_next;
     }
-    if (m->in_flight_next != nullptr) m->in_flight_next->in_flight_prev = m->in_flight_prev;
+    if (m->in_flight_next != nullptr)
+      m->in_flight_next->in_flight_prev = m->in_flight_prev;
     m->in_flight_prev = m->in_flight_next = nullptr;
   }
   // After the transport is finalised: the sends that never completed.

@@ -45,10 +45,10 @@ class SeenSequences {
 };
 
 struct Peer {
-  wire::MemberRecord record;  // endpoints may be empty (learnt from HELLO)
-  Conn* conn = nullptr;       // the authenticated connection
-  Conn* outbound = nullptr;   // our connect() in progress, if any
-  Conn* inbound = nullptr;    // its connection, accepted and mid-handshake
+  wire::MemberRecord record;        // endpoints may be empty (learnt from HELLO)
+  Conn* conn = nullptr;             // the authenticated connection
+  Conn* outbound = nullptr;         // our connect() in progress, if any
+  Conn* inbound = nullptr;          // its connection, accepted and mid-handshake
   bool waiting_for_theirs = false;  // we lost the connect race
   // Messages numbered and waiting for the connection to be authenticated.
   std::deque<std::pair<uint64_t, std::unique_ptr<OutMessage>>> backlog;

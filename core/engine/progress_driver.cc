@@ -16,8 +16,7 @@ namespace ferry {
 
 using ferry_support::CpuRelax;
 
-ProgressDriver::ProgressDriver(Pump* pump, bool busy_poll,
-                               std::chrono::microseconds spin)
+ProgressDriver::ProgressDriver(Pump* pump, bool busy_poll, std::chrono::microseconds spin)
     : pump_(pump), busy_poll_(busy_poll), spin_(spin) {}
 
 ProgressDriver::~ProgressDriver() {

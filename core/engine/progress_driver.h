@@ -77,8 +77,8 @@ class ProgressDriver {
   std::atomic<int> foreground_waiters_{0};  // threads in WaitUntil
   std::mutex wait_mu_;                      // for wait_cv_
   std::condition_variable wait_cv_;         // the last waiter left
-  int epoll_fd_ = -1;  // every transport's wakeup fd plus kick_fd_
-  int kick_fd_ = -1;   // eventfd
+  int epoll_fd_ = -1;                       // every transport's wakeup fd plus kick_fd_
+  int kick_fd_ = -1;                        // eventfd
   bool all_have_wakeup_fd_ = true;
   std::atomic<bool> stopping_{false};
   std::thread loop_;

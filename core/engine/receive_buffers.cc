@@ -59,8 +59,8 @@ size_t LimitFromEnvironment() {
 // pages for a CMA transfer to pin), and faults it in with one call.
 void* Map(size_t bytes) {
   const size_t span = bytes + kHugePage;
-  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  void* raw =
+      mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   const auto start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = (start + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
@@ -158,7 +158,9 @@ class Pool {
   uint64_t mapped_ = 0;
 };
 
-bool Pooled(size_t n) { return n >= kPooledMin && Pool::Get().enabled(); }
+bool Pooled(size_t n) {
+  return n >= kPooledMin && Pool::Get().enabled();
+}
 
 }  // namespace
 
@@ -180,17 +182,22 @@ void Release(void* p, size_t n) {
   }
 }
 
-Stats GetStats() { return Pool::Get().GetStats(); }
+Stats GetStats() {
+  return Pool::Get().GetStats();
+}
 
-void Trim() { Pool::Get().TrimIdle(std::chrono::steady_clock::duration::zero()); }
+void Trim() {
+  Pool::Get().TrimIdle(std::chrono::steady_clock::duration::zero());
+}
 
 size_t TrimIdle(std::chrono::steady_clock::duration idle) {
   return Pool::Get().TrimIdle(idle);
 }
 
 std::chrono::seconds IdleTimeFromEnvironment() {
-  static const std::chrono::seconds idle(static_cast<long>(NumberFromEnvironment(
-      "FERRY_RECEIVE_POOL_IDLE_S", 30, "seconds", "set 0 to keep cached buffers for good")));
+  static const std::chrono::seconds idle(
+      static_cast<long>(NumberFromEnvironment("FERRY_RECEIVE_POOL_IDLE_S", 30, "seconds",
+                                              "set 0 to keep cached buffers for good")));
   return idle;
 }
 

@@ -10,8 +10,7 @@
 
 namespace ferry {
 
-Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
-                                uint64_t seq) {
+Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg, uint64_t seq) {
   Transport& t = *c->slot->transport;
   const auto& info = t.info();
   wire::Envelope env;
@@ -20,8 +19,7 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
   // The envelope goes into the room in front of the body, so the header is
   // the message's own buffer (message.h); the transport copies it during
   // send() (transport.h). A body too big for the header goes as segment 0.
-  msg->body_in_segment0 =
-      wire::kEnvelopeSize + msg->body_size() > info.max_header_size;
+  msg->body_in_segment0 = wire::kEnvelopeSize + msg->body_size() > info.max_header_size;
   if (msg->body_in_segment0) env.flags |= wire::kFlagBodyInSegment0;
   wire::EncodeEnvelopeAt(env, msg->frame.data());
   const size_t header_len =
@@ -60,8 +58,8 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg,
   }
   if (total > info.max_message_size) {
     return Status(FERRY_RESOURCE_EXHAUSTED,
-                  "a message of " + std::to_string(total) +
-                      " bytes exceeds transport '" + c->slot->name + "''s limit of " +
+                  "a message of " + std::to_string(total) + " bytes exceeds transport '" +
+                      c->slot->name + "''s limit of " +
                       std::to_string(info.max_message_size) +
                       " bytes: split the payload or raise the plugin's limit");
   }

@@ -22,8 +22,8 @@ StatusOr<uint64_t> Engine::ConnectStore(const std::string& address) {
   c->started = Clock::now();
   Status s = slot->transport->Connect(address, nullptr, &c->handle);
   if (!s.ok()) {
-    return Status(s.code(), "cannot reach the rendezvous store at " + address +
-                                ": " + s.message());
+    return Status(s.code(),
+                  "cannot reach the rendezvous store at " + address + ": " + s.message());
   }
   slot->by_handle[c->handle] = c.get();
   const uint64_t id = c->id;
@@ -37,9 +37,8 @@ Status Engine::ListenStore(const std::string& address, std::string* bound) {
   if (s == nullptr) return Status(FERRY_INTERNAL, "tcp transport not loaded");
   Status st = s->transport->Listen(address, nullptr, &s->store_listener);
   if (!st.ok()) {
-    return Status(st.code(), "cannot host the rendezvous store at " + address +
-                                 ": " + st.message() +
-                                 " (is another job using this port?)");
+    return Status(st.code(), "cannot host the rendezvous store at " + address + ": " +
+                                 st.message() + " (is another job using this port?)");
   }
   auto a = s->transport->ListenerAddress(s->store_listener);
   if (!a.ok()) return a.status();

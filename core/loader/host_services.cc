@@ -23,8 +23,7 @@ ParamStore& Params() {
   return *store;                                // may log/query at exit
 }
 
-void HostLog(void* /*host_ctx*/, int32_t level, const char* plugin,
-             const char* message) {
+void HostLog(void* /*host_ctx*/, int32_t level, const char* plugin, const char* message) {
   std::string component = "plugin:";
   component += plugin != nullptr ? plugin : "?";
   log::Write(level, component.c_str(), message != nullptr ? message : "");
@@ -39,8 +38,8 @@ int64_t CopyOut(const std::string& value, char* buf, uint64_t buf_len) {
   return static_cast<int64_t>(value.size());
 }
 
-int64_t HostGetParam(void* /*host_ctx*/, const char* plugin, const char* key,
-                     char* buf, uint64_t buf_len) {
+int64_t HostGetParam(void* /*host_ctx*/, const char* plugin, const char* key, char* buf,
+                     uint64_t buf_len) {
   if (plugin == nullptr || key == nullptr) return -1;
   {
     ParamStore& store = Params();
@@ -92,8 +91,7 @@ void ClearPluginParam(const std::string& plugin, const std::string& key) {
   store.values.erase({plugin, key});
 }
 
-std::string PluginParamEnvName(const std::string& plugin,
-                               const std::string& key) {
+std::string PluginParamEnvName(const std::string& plugin, const std::string& key) {
   std::string name = "FERRY_";
   for (char c : plugin + "_" + key) {
     name += std::isalnum(static_cast<unsigned char>(c))

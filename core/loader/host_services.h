@@ -19,7 +19,6 @@ void SetPluginParam(const std::string& plugin, const std::string& key,
 void ClearPluginParam(const std::string& plugin, const std::string& key);
 
 // The name of the environment variable for a parameter: FERRY_TCP_BUSY_POLL.
-std::string PluginParamEnvName(const std::string& plugin,
-                               const std::string& key);
+std::string PluginParamEnvName(const std::string& plugin, const std::string& key);
 
 }  // namespace ferry

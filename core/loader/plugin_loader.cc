@@ -65,7 +65,7 @@ std::string Join(const std::vector<std::string>& items, const char* sep) {
 fs::path CoreBinaryDir() {
   boost::dll::fs::error_code ec;
   fs::path where = boost::dll::symbol_location_ptr(
-                       reinterpret_cast<const void*>(&PinnedLibraries), ec);
+      reinterpret_cast<const void*>(&PinnedLibraries), ec);
   if (ec || where.empty() || !where.has_parent_path()) {
     // dladdr reports a bare argv[0] for a program started from PATH: ask
     // for the executable's real location instead.
@@ -84,8 +84,8 @@ size_t EditDistance(const std::string& a, const std::string& b) {
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
-                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[j] = std::min(
+          {row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
       diagonal = above;
     }
   }
@@ -98,27 +98,25 @@ bool LooksLikePath(const std::string& s) {
 }
 
 const char* kRequiredEntries[] = {
-    "init", "fini", "query", "progress", "listen", "listener_address",
-    "close_listener", "connect", "send", "place", "discard", "close"};
+    "init",           "fini",    "query", "progress", "listen",  "listener_address",
+    "close_listener", "connect", "send",  "place",    "discard", "close"};
 
 // Offsets of the required entries, in the order of kRequiredEntries.
-const size_t kRequiredOffsets[] = {
-    offsetof(ferry_transport_vtable_t, init),
-    offsetof(ferry_transport_vtable_t, fini),
-    offsetof(ferry_transport_vtable_t, query),
-    offsetof(ferry_transport_vtable_t, progress),
-    offsetof(ferry_transport_vtable_t, listen),
-    offsetof(ferry_transport_vtable_t, listener_address),
-    offsetof(ferry_transport_vtable_t, close_listener),
-    offsetof(ferry_transport_vtable_t, connect),
-    offsetof(ferry_transport_vtable_t, send),
-    offsetof(ferry_transport_vtable_t, place),
-    offsetof(ferry_transport_vtable_t, discard),
-    offsetof(ferry_transport_vtable_t, close)};
+const size_t kRequiredOffsets[] = {offsetof(ferry_transport_vtable_t, init),
+                                   offsetof(ferry_transport_vtable_t, fini),
+                                   offsetof(ferry_transport_vtable_t, query),
+                                   offsetof(ferry_transport_vtable_t, progress),
+                                   offsetof(ferry_transport_vtable_t, listen),
+                                   offsetof(ferry_transport_vtable_t, listener_address),
+                                   offsetof(ferry_transport_vtable_t, close_listener),
+                                   offsetof(ferry_transport_vtable_t, connect),
+                                   offsetof(ferry_transport_vtable_t, send),
+                                   offsetof(ferry_transport_vtable_t, place),
+                                   offsetof(ferry_transport_vtable_t, discard),
+                                   offsetof(ferry_transport_vtable_t, close)};
 
 // Names of required entries the vtable lacks (outside struct_size or NULL).
-std::vector<std::string> MissingRequiredEntries(
-    const ferry_transport_vtable_t* vt) {
+std::vector<std::string> MissingRequiredEntries(const ferry_transport_vtable_t* vt) {
   std::vector<std::string> missing;
   for (size_t i = 0; i < sizeof(kRequiredOffsets) / sizeof(size_t); ++i) {
     size_t off = kRequiredOffsets[i];
@@ -164,8 +162,7 @@ LoaderOptions LoaderOptions::FromEnvironment() {
 
 PluginLoader::PluginLoader(LoaderOptions options) : options_(std::move(options)) {}
 
-bool PluginLoader::FilterAdmits(const std::string& filter,
-                                const std::string& name) {
+bool PluginLoader::FilterAdmits(const std::string& filter, const std::string& name) {
   if (filter.empty()) return true;
   bool exclude = filter[0] == '^';
   std::vector<std::string> names = SplitList(exclude ? filter.substr(1) : filter, ',');
@@ -223,10 +220,11 @@ StatusOr<std::shared_ptr<const Plugin>> PluginLoader::Load(
     size_t d = EditDistance(name, candidate);
     if (d < best) best = d, closest = candidate;
   }
-  std::string message = "no transport plugin named '" + name + "'. Tried: " +
-                        (tried.empty() ? std::string("(no search directories)") : Join(tried, ", ")) +
-                        ". Available: " +
-                        (available.empty() ? std::string("none") : Join(available, ", ")) + ".";
+  std::string message =
+      "no transport plugin named '" + name + "'. Tried: " +
+      (tried.empty() ? std::string("(no search directories)") : Join(tried, ", ")) +
+      ". Available: " +
+      (available.empty() ? std::string("none") : Join(available, ", ")) + ".";
   if (!closest.empty() && best <= std::max<size_t>(2, name.size() / 2)) {
     message += " Did you mean '" + closest + "'?";
   }
@@ -249,8 +247,9 @@ std::optional<Refusal> CallEntry(ferry_transport_negotiate_fn entry,
   try {
     *rc = entry(args);
   } catch (const std::exception& e) {
-    return Refusal{FERRY_INTERNAL, std::string("its negotiation threw a C++ exception (") +
-                                       e.what() + "); plugins must not let exceptions escape"};
+    return Refusal{FERRY_INTERNAL,
+                   std::string("its negotiation threw a C++ exception (") + e.what() +
+                       "); plugins must not let exceptions escape"};
   } catch (...) {
     return Refusal{FERRY_INTERNAL,
                    "its negotiation threw a C++ exception; plugins must not let "
@@ -270,19 +269,20 @@ std::optional<Refusal> CheckAnswer(const LoaderOptions& options,
                               : "plugin '" + std::string(args.name) + "'";
   if (rc != FERRY_OK) {
     std::ostringstream why;
-    why << who << " refused ABI negotiation (" << StatusCodeName(rc) << "): "
-        << (error_text[0] ? error_text : "no message given");
+    why << who << " refused ABI negotiation (" << StatusCodeName(rc)
+        << "): " << (error_text[0] ? error_text : "no message given");
     if (rc == FERRY_INCOMPATIBLE) {
-      why << ". The host offers " << options.abi_major << "."
-          << options.abi_minor_min << "-" << options.abi_major << "."
-          << options.abi_minor_max << "; the plugin supports "
-          << args.plugin_abi_major << "." << args.plugin_minor_min << "-"
-          << args.plugin_abi_major << "." << args.plugin_minor_max
+      why << ". The host offers " << options.abi_major << "." << options.abi_minor_min
+          << "-" << options.abi_major << "." << options.abi_minor_max
+          << "; the plugin supports " << args.plugin_abi_major << "."
+          << args.plugin_minor_min << "-" << args.plugin_abi_major << "."
+          << args.plugin_minor_max
           << ". Rebuild the plugin against this ferry's transport.h, or use a "
              "ferry whose ABI window includes the plugin's";
     }
-    return Refusal{rc == FERRY_INCOMPATIBLE ? FERRY_INCOMPATIBLE : FERRY_FAILED_PRECONDITION,
-                   why.str()};
+    return Refusal{
+        rc == FERRY_INCOMPATIBLE ? FERRY_INCOMPATIBLE : FERRY_FAILED_PRECONDITION,
+        why.str()};
   }
   if (args.name == nullptr || args.name[0] == '\0') {
     return Refusal{FERRY_INVALID_ARGUMENT,
@@ -301,8 +301,9 @@ std::optional<Refusal> CheckAnswer(const LoaderOptions& options,
   }
   if (args.vtable == nullptr) {
     return Refusal{FERRY_INVALID_ARGUMENT,
-                   who + " returned a NULL vtable; fix the plugin to return its "
-                         "static ferry_transport_vtable_t on success"};
+                   who +
+                       " returned a NULL vtable; fix the plugin to return its "
+                       "static ferry_transport_vtable_t on success"};
   }
   if (args.vtable->struct_size < sizeof(uint32_t) * 2) {
     return Refusal{FERRY_INVALID_ARGUMENT,
@@ -346,9 +347,8 @@ StatusOr<std::shared_ptr<const Plugin>> PluginLoader::LoadFile(
   auto plugin = std::shared_ptr<Plugin>(new Plugin());
   plugin->library_ = std::make_unique<Plugin::Library>();
   try {
-    plugin->library_->lib.load(path.string(),
-                               boost::dll::load_mode::rtld_now |
-                                   boost::dll::load_mode::rtld_local);
+    plugin->library_->lib.load(path.string(), boost::dll::load_mode::rtld_now |
+                                                  boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
     return refuse(FERRY_INVALID_ARGUMENT,
                   std::string("the dynamic loader refused it (") + e.what() +
@@ -414,7 +414,8 @@ std::vector<std::shared_ptr<const Plugin>> PluginLoader::LoadAll() {
   for (const std::string& dir : options_.search_path) {
     std::error_code ec;
     std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path());
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      files.push_back(entry.path());
     std::sort(files.begin(), files.end());
     for (const fs::path& file : files) {
       std::string name = NameFromFileName(file.filename().string());

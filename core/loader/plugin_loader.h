@@ -59,8 +59,8 @@ class Plugin {
 
 // One attempt to load a file, kept for `ferry info`.
 struct LoadRecord {
-  std::string path;    // the file tried
-  std::string name;    // the plugin's name when negotiation got that far
+  std::string path;  // the file tried
+  std::string name;  // the plugin's name when negotiation got that far
   bool loaded = false;
   std::string reason;  // why it was refused (empty when loaded)
 };

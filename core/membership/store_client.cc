@@ -11,7 +11,7 @@ namespace ferry {
 namespace {
 // The store client is part of the worker; its log lines say so.
 constexpr const char* kLog = "agent";
-}
+}  // namespace
 
 StoreClient::StoreClient(Engine& engine, Options options, MemberEventHandler on_event)
     : engine_(engine), options_(std::move(options)), on_event_(std::move(on_event)) {}

@@ -49,7 +49,7 @@ class StoreClient : public RendezvousStore {
   const Options options_;
   const MemberEventHandler on_event_;
 
-  std::mutex mu_;  // everything below
+  std::mutex mu_;      // everything below
   uint64_t conn_ = 0;  // the latest attempt's connection
   bool answered_ = false;
   wire::StoreJoined reply_;

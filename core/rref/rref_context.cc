@@ -19,7 +19,9 @@ void RRefContext::SetSelf(uint64_t id) {
   self_ = id;
 }
 
-wire::Guid RRefContext::NewGuid() { return wire::Guid{self_, next_local_++}; }
+wire::Guid RRefContext::NewGuid() {
+  return wire::Guid{self_, next_local_++};
+}
 
 std::shared_ptr<RRefHandle> RRefContext::CreateOwned(std::shared_ptr<Value> value) {
   std::lock_guard<std::mutex> l(mu_);
@@ -102,9 +104,9 @@ void RRefContext::WhenReady(const wire::Guid& rref, ValueCallback done) {
     if (it == owners_.end() && (rref.worker == self_ || gone_.count(rref.worker))) {
       // We created it (so it existed and was deleted), or its creator is
       // gone (its remote() will never come).
-      status = Status(FERRY_NOT_FOUND,
-                      "RRef " + rref.ToString() + " is not owned by this worker "
-                      "(deleted after its last user released it?)");
+      status = Status(FERRY_NOT_FOUND, "RRef " + rref.ToString() +
+                                           " is not owned by this worker "
+                                           "(deleted after its last user released it?)");
     } else if (it == owners_.end()) {
       // The remote() that creates it may arrive after this fetch: messages
       // between two workers are not ordered. A user holding a fork keeps the
@@ -128,7 +130,9 @@ bool RRefContext::IsReady(const wire::Guid& rref) {
   return it == owners_.end() || it->second.ready;
 }
 
-bool RRefHandle::confirmed_by_owner() const { return ctx_->ConfirmedByOwner(*this); }
+bool RRefHandle::confirmed_by_owner() const {
+  return ctx_->ConfirmedByOwner(*this);
+}
 
 bool RRefContext::ConfirmedByOwner(const RRefHandle& h) {
   if (h.is_owner()) return true;
@@ -178,13 +182,13 @@ StatusOr<wire::RRefRef> RRefContext::Fork(const RRefHandle& h, uint64_t to) {
   }
   auto it = users_.find({h.rref_id(), h.fork_id()});
   if (it == users_.end()) {
-    return Status(FERRY_FAILED_PRECONDITION, "RRef " + h.rref_id().ToString() +
-                                                 " was released on this worker");
+    return Status(FERRY_FAILED_PRECONDITION,
+                  "RRef " + h.rref_id().ToString() + " was released on this worker");
   }
   if (it->second.owner == 0) {
-    return Status(FERRY_FAILED_PRECONDITION,
-                  "RRef " + h.rref_id().ToString() + " was never created: its "
-                  "remote() call did not reach the owner");
+    return Status(FERRY_FAILED_PRECONDITION, "RRef " + h.rref_id().ToString() +
+                                                 " was never created: its "
+                                                 "remote() call did not reach the owner");
   }
   // User -> owner or user -> user: hold the parent until the child is
   // confirmed (G2).
@@ -210,26 +214,27 @@ void RRefContext::ForkAborted(const wire::RRefRef& ref) {
   Flush(&out);
 }
 
-std::shared_ptr<RRefHandle> RRefContext::Receive(uint64_t from, const wire::RRefRef& ref) {
+std::shared_ptr<RRefHandle> RRefContext::Receive(uint64_t from,
+                                                 const wire::RRefRef& ref) {
   Out out;
   std::shared_ptr<RRefHandle> h;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (log::Enabled(FERRY_LOG_TRACE)) {
       log::Write(FERRY_LOG_TRACE, kLog,
-                 "worker " + std::to_string(self_) + " receives rref " + ref.rref.ToString() +
-                     " fork " + ref.fork.ToString() + " owner " + std::to_string(ref.owner) +
-                     " parent " + std::to_string(ref.parent));
+                 "worker " + std::to_string(self_) + " receives rref " +
+                     ref.rref.ToString() + " fork " + ref.fork.ToString() + " owner " +
+                     std::to_string(ref.owner) + " parent " + std::to_string(ref.parent));
     }
     if (ref.owner == self_) {
       // Our own RRef came back (scenarios 1 and 2): a local handle. If a
       // user sent it, that user holds its fork for us until we accept.
       ++owners_[ref.rref].local_handles;
       if (ref.parent != self_) {
-        SendControl(ref.parent,
-                    wire::Control{0, wire::ControlKind::kChildAccept, ref.rref,
-                                  ref.fork, 0},
-                    &out);
+        SendControl(
+            ref.parent,
+            wire::Control{0, wire::ControlKind::kChildAccept, ref.rref, ref.fork, 0},
+            &out);
       }
       h.reset(new RRefHandle(shared_from_this(), ref.rref, wire::Guid{}, self_, true));
     } else {
@@ -240,10 +245,10 @@ std::shared_ptr<RRefHandle> RRefContext::Receive(uint64_t from, const wire::RRef
       if (gone_.count(ref.owner)) {
         u.confirmed = true;  // nobody to confirm or tell
       } else if (!u.confirmed) {
-        SendControl(ref.owner,
-                    wire::Control{0, wire::ControlKind::kForkRequest, ref.rref,
-                                  ref.fork, self_},
-                    &out);
+        SendControl(
+            ref.owner,
+            wire::Control{0, wire::ControlKind::kForkRequest, ref.rref, ref.fork, self_},
+            &out);
       }
       h.reset(new RRefHandle(shared_from_this(), ref.rref, ref.fork, ref.owner, false));
     }
@@ -288,10 +293,9 @@ void RRefContext::OnControl(uint64_t from, uint64_t from_incarnation,
       if (it != users_.end() && !it->second.confirmed) {
         it->second.confirmed = true;
         if (it->second.parent != self_ && it->second.parent != it->second.owner) {
-          SendControl(it->second.parent,
-                      wire::Control{0, wire::ControlKind::kChildAccept, c.rref,
-                                    c.fork, 0},
-                      &out);
+          SendControl(
+              it->second.parent,
+              wire::Control{0, wire::ControlKind::kChildAccept, c.rref, c.fork, 0}, &out);
         }
         MaybeDeleteUser(it->first, &out);
       }
@@ -350,9 +354,10 @@ void RRefContext::OnPeerGone(uint64_t id) {
           st.local_handles == 0) {
         for (auto& w : st.waiters) {
           out.callbacks.push_back(
-              {std::move(w), {Status(FERRY_PEER_GONE, "the worker that created RRef " +
-                                                          it->first.ToString() + " is gone"),
-                              nullptr}});
+              {std::move(w),
+               {Status(FERRY_PEER_GONE, "the worker that created RRef " +
+                                            it->first.ToString() + " is gone"),
+                nullptr}});
         }
         it = owners_.erase(it);
       } else {
@@ -449,8 +454,9 @@ void RRefContext::MaybeDeleteOwner(const wire::Guid& rref, Out* out) {
   if (it == owners_.end()) return;
   OwnerState& s = it->second;
   if (s.ready && s.forks.empty() && s.local_handles == 0 && s.waiters.empty()) {
-    FERRY_LOG(FERRY_LOG_DEBUG, kLog, "worker " + std::to_string(self_) +
-                                         " deletes OwnerRRef " + rref.ToString());
+    FERRY_LOG(
+        FERRY_LOG_DEBUG, kLog,
+        "worker " + std::to_string(self_) + " deletes OwnerRRef " + rref.ToString());
     out->garbage.push_back(std::move(s.value));  // freed after the lock
     owners_.erase(it);
   }
@@ -474,10 +480,10 @@ void RRefContext::MaybeDeleteUser(const UserKey& key, Out* out) {
   UserState& u = it->second;
   if (u.handle_alive || u.pending_children != 0 || !u.confirmed) return;
   if (u.owner != 0 && gone_.count(u.owner) == 0) {
-    SendControl(u.owner,
-                wire::Control{0, wire::ControlKind::kUserDelete, key.first,
-                              key.second, 0},
-                out);  // G1
+    SendControl(
+        u.owner,
+        wire::Control{0, wire::ControlKind::kUserDelete, key.first, key.second, 0},
+        out);  // G1
   }
   users_.erase(it);
 }

@@ -51,7 +51,10 @@ class RRefHandle {
   friend class RRefContext;
   RRefHandle(std::shared_ptr<RRefContext> ctx, wire::Guid rref, wire::Guid fork,
              uint64_t owner, bool is_owner)
-      : ctx_(std::move(ctx)), rref_(rref), fork_(fork), owner_(owner),
+      : ctx_(std::move(ctx)),
+        rref_(rref),
+        fork_(fork),
+        owner_(owner),
         is_owner_(is_owner) {}
   std::shared_ptr<RRefContext> ctx_;
   wire::Guid rref_;
@@ -156,7 +159,8 @@ class RRefContext : public std::enable_shared_from_this<RRefContext> {
   struct Out {  // sends collected under the lock, made after it
     std::vector<std::pair<uint64_t, wire::Control>> controls;
     std::vector<std::pair<uint64_t, uint64_t>> acks;
-    std::vector<std::pair<ValueCallback, std::pair<Status, std::shared_ptr<Value>>>> callbacks;
+    std::vector<std::pair<ValueCallback, std::pair<Status, std::shared_ptr<Value>>>>
+        callbacks;
     // Values of deleted OwnerRRefs: destroyed after the lock is released,
     // because a value may hold RRef handles whose release takes the lock.
     std::vector<std::shared_ptr<Value>> garbage;

@@ -8,8 +8,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <thread>
 
 namespace {
@@ -23,7 +23,8 @@ std::string JobName() {
   return std::string("agent_test.") + info->name();
 }
 
-Worker::Options Opts(const std::string& name, const std::string& store, bool host = false) {
+Worker::Options Opts(const std::string& name, const std::string& store,
+                     bool host = false) {
   Worker::Options o;
   o.name = name;
   o.job = JobName();
@@ -58,7 +59,8 @@ DLManagedTensor* MakeTensor(int64_t n, float base) {
   };
   auto* h = new Holder();
   h->data.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) h->data[static_cast<size_t>(i)] = base + static_cast<float>(i);
+  for (int64_t i = 0; i < n; ++i)
+    h->data[static_cast<size_t>(i)] = base + static_cast<float>(i);
   h->shape[0] = n;
   h->t.dl_tensor.data = h->data.data();
   h->t.dl_tensor.device = {kDLCPU, 0};
@@ -124,7 +126,8 @@ TEST_F(AgentTest, TensorsArriveIntactAndDeletersRunOnce) {
   const float* d = static_cast<const float*>(big->dl_tensor.data);
   EXPECT_EQ(d[0], 1.0f);
   EXPECT_EQ(d[n - 1], 1.0f + static_cast<float>(n - 1));
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 64, 0u) << "received tensors are 64-byte aligned";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 64, 0u)
+      << "received tensors are 64-byte aligned";
   big->deleter(big);
   // The two sent tensors were released by ferry once sent, exactly once each.
   EXPECT_TRUE(Eventually([] { return g_deleted.load() == 2; }));
@@ -136,15 +139,15 @@ TEST_F(AgentTest, ErrorsAreClearStatuses) {
   w1->Register("fails", [](ferry::Call& call, ferry::Message) {
     call.Fail(FERRY_OUT_OF_RANGE, "index 7 is out of range");
   });
-  w1->Register("throws", [](ferry::Call&, ferry::Message) {
-    throw std::runtime_error("boom");
-  });
+  w1->Register("throws",
+               [](ferry::Call&, ferry::Message) { throw std::runtime_error("boom"); });
   try {
     seed_->RpcSync("w1", "nope");
     FAIL() << "unknown function must fail";
   } catch (const ferry::Error& e) {
     EXPECT_EQ(e.code(), FERRY_NOT_FOUND);
-    EXPECT_NE(std::string(e.what()).find("no function 'nope'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no function 'nope'"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("echo"), std::string::npos) << e.what();
   }
   try {
@@ -266,9 +269,10 @@ TEST_F(AgentTest, AsyncHandlerAnswersFromAnotherThread) {
   std::thread answerer;
   w1->Register("later", [&](ferry::Call& call, ferry::Message args) {
     std::lock_guard<std::mutex> l(mu);
-    answerer = std::thread([c = std::move(call), s = std::string(args.bytes())]() mutable {
-      c.Reply(ferry::Payload(s + "!"));
-    });
+    answerer =
+        std::thread([c = std::move(call), s = std::string(args.bytes())]() mutable {
+          c.Reply(ferry::Payload(s + "!"));
+        });
     stored.notify_all();
   });
   EXPECT_EQ(seed_->RpcSync("w1", "later", ferry::Payload("hi")).bytes(), "hi!");
@@ -294,17 +298,21 @@ TEST_F(AgentTest, NestedCallFromABlockingHandler) {
   auto w2 = Join("w2");
   RegisterEcho(*w2);
   Worker* self = w1.get();
-  w1->Register("relay", [self](ferry::Call& call, ferry::Message args) {
-    auto r = self->RpcSync("w2", "echo", ferry::Payload(std::string(args.bytes())));
-    call.Reply(ferry::Payload("relayed " + std::string(r.bytes())));
-  }, FERRY_HANDLER_MAY_BLOCK);
+  w1->Register(
+      "relay",
+      [self](ferry::Call& call, ferry::Message args) {
+        auto r = self->RpcSync("w2", "echo", ferry::Payload(std::string(args.bytes())));
+        call.Reply(ferry::Payload("relayed " + std::string(r.bytes())));
+      },
+      FERRY_HANDLER_MAY_BLOCK);
   // And inline (not flagged): the nested call drives progress itself.
   w1->Register("relay_inline", [self](ferry::Call& call, ferry::Message args) {
     auto r = self->RpcSync("w2", "echo", ferry::Payload(std::string(args.bytes())));
     call.Reply(ferry::Payload("inline " + std::string(r.bytes())));
   });
   EXPECT_EQ(seed_->RpcSync("w1", "relay", ferry::Payload("a")).bytes(), "relayed a");
-  EXPECT_EQ(seed_->RpcSync("w1", "relay_inline", ferry::Payload("b")).bytes(), "inline b");
+  EXPECT_EQ(seed_->RpcSync("w1", "relay_inline", ferry::Payload("b")).bytes(),
+            "inline b");
 }
 
 TEST_F(AgentTest, MembershipIsVisibleWithTransportAndCallbacks) {
@@ -356,7 +364,8 @@ TEST_F(AgentTest, ACallWaitsForAWorkerThatJoinsLate) {
   std::string why;
   future.Wait(10000ms);
   const auto s = future.status(&why);
-  EXPECT_TRUE(s == FERRY_OK || (s == FERRY_NOT_FOUND && why.find("no function") != std::string::npos))
+  EXPECT_TRUE(s == FERRY_OK ||
+              (s == FERRY_NOT_FOUND && why.find("no function") != std::string::npos))
       << why;
   EXPECT_EQ(seed_->RpcSync("late", "echo", ferry::Payload("x")).bytes(), "x");
 }
@@ -365,14 +374,16 @@ TEST_F(AgentTest, ANameRejoinsAsANewIncarnation) {
   auto w1 = Join("w1");
   const uint64_t id = w1->id();
   uint64_t inc1 = 0;
-  for (const auto& m : seed_->Members()) if (m.name == "w1") inc1 = m.incarnation;
+  for (const auto& m : seed_->Members())
+    if (m.name == "w1") inc1 = m.incarnation;
   w1->Shutdown();
   w1.reset();
   auto again = Join("w1");
   EXPECT_EQ(again->id(), id) << "a name keeps its id";
   EXPECT_TRUE(Eventually([&] {
     for (const auto& m : seed_->Members()) {
-      if (m.name == "w1" && m.state == FERRY_MEMBER_ALIVE && m.incarnation == inc1 + 1) return true;
+      if (m.name == "w1" && m.state == FERRY_MEMBER_ALIVE && m.incarnation == inc1 + 1)
+        return true;
     }
     return false;
   }));
@@ -387,7 +398,8 @@ TEST_F(AgentTest, ALiveNameCannotJoinTwice) {
     FAIL();
   } catch (const ferry::Error& e) {
     EXPECT_EQ(e.code(), FERRY_ALREADY_EXISTS);
-    EXPECT_NE(std::string(e.what()).find("already in the job"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("already in the job"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -479,7 +491,8 @@ TEST_F(AgentTest, ForkChainAcrossFourWorkers) {
   auto a = Join("A");
   auto y = Join("Y");
   auto z = Join("Z");
-  owner->Register("make", [](ferry::Call& c, ferry::Message) { c.Reply(ferry::Payload("v")); });
+  owner->Register("make",
+                  [](ferry::Call& c, ferry::Message) { c.Reply(ferry::Payload("v")); });
   std::mutex mu;
   std::vector<ferry::RRef> held;  // forks each worker keeps
   auto keep_and_forward = [&](Worker* self, const std::string& next) {

@@ -32,7 +32,8 @@ TEST(GracefulLeave, RepliesSentBeforeLeavingArriveAfterTheStoresNews) {
     setenv("FERRY_CHAOS_SEED", std::to_string(seed).c_str(), 1);
     const std::string job = "graceful-leave." + std::to_string(seed);
     ferry::Worker caller(ChaosWorkerOptions("caller", job, "127.0.0.1:0", true));
-    ferry::Worker callee(ChaosWorkerOptions("callee", job, caller.store_address(), false));
+    ferry::Worker callee(
+        ChaosWorkerOptions("callee", job, caller.store_address(), false));
     std::mutex mu;
     std::condition_variable cv;
     bool answered = false;
@@ -65,7 +66,8 @@ TEST(GracefulLeave, RepliesSentBeforeLeavingArriveAfterTheStoresNews) {
       caller.RpcSync("callee", "answer", ferry::Payload(), 2000ms);
       ADD_FAILURE() << "a call to a worker that left succeeded";
     } catch (const ferry::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("left the job"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("left the job"), std::string::npos)
+          << e.what();
     }
   }
 }

@@ -84,7 +84,8 @@ TEST(PluginLoader, FilteredNameSaysWhy) {
   PluginLoader loader(OptionsFor({kFixtureDir}, "^testnull"));
   auto p = loader.Load("testnull");
   ASSERT_FALSE(p.ok());
-  EXPECT_TRUE(Contains(p.status().message(), "FERRY_TRANSPORTS=^testnull")) << p.status().message();
+  EXPECT_TRUE(Contains(p.status().message(), "FERRY_TRANSPORTS=^testnull"))
+      << p.status().message();
   EXPECT_TRUE(loader.LoadAll().empty());
 }
 
@@ -92,14 +93,16 @@ TEST(PluginLoader, MissingFileIsAClearError) {
   PluginLoader loader(OptionsFor({}));
   auto p = loader.Load("./no-such-plugin.so");
   ASSERT_FALSE(p.ok());
-  EXPECT_TRUE(Contains(p.status().message(), "no-such-plugin.so")) << p.status().message();
+  EXPECT_TRUE(Contains(p.status().message(), "no-such-plugin.so"))
+      << p.status().message();
   EXPECT_TRUE(Contains(p.status().message(), "no such file")) << p.status().message();
   ASSERT_EQ(loader.records().size(), 1u);
   EXPECT_FALSE(loader.records()[0].loaded);
 }
 
 TEST(PluginLoader, FirstDirectoryShadowsLaterOnes) {
-  fs::path dir = fs::temp_directory_path() / ("ferry-loader-test-" + std::to_string(getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("ferry-loader-test-" + std::to_string(getpid()));
   fs::create_directories(dir);
   fs::copy_file(kFixtureDir + "/libferry-testnull.so", dir / "libferry-testnull.so",
                 fs::copy_options::overwrite_existing);
@@ -131,7 +134,8 @@ TEST(Transport, UnusablePluginExplainsWhy) {
   unsetenv("FERRY_TESTNULL_FAIL_INIT");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), FERRY_UNAVAILABLE);
-  EXPECT_TRUE(Contains(t.status().message(), "told not to run here")) << t.status().message();
+  EXPECT_TRUE(Contains(t.status().message(), "told not to run here"))
+      << t.status().message();
 }
 
 TEST(Transport, MissingOptionalEntryIsUnimplemented) {

@@ -33,15 +33,20 @@ long FaultsDuring(const std::function<void()>& f) {
 }
 
 // Writes every page, as a transport placing a message does.
-void Fill(void* p, size_t n, int byte) { std::memset(p, byte, n); }
+void Fill(void* p, size_t n, int byte) {
+  std::memset(p, byte, n);
+}
 
 // Faults allowed for writing n bytes: far below one per 4 KiB page (what a
 // fresh allocation costs), with room for a sanitizer's shadow memory,
 // which faults in as it is first touched (ASan: a page per 8 pages of data).
-long FaultBound(size_t n) { return static_cast<long>(n / 4096 / 4); }
+long FaultBound(size_t n) {
+  return static_cast<long>(n / 4096 / 4);
+}
 
 bool KernelCanPrefault() {
-  void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p =
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   const bool ok = madvise(p, 4096, MADV_POPULATE_WRITE) == 0;
   munmap(p, 4096);
   return ok;
@@ -75,8 +80,8 @@ TEST(ReceiveBuffers, ReusedBufferCostsNoPageFaults) {
     Fill(b, n, 2);
   });
   rb::Release(b, n);
-  EXPECT_LT(taken, FaultBound(n)) << "receiving into a reused buffer faulted " << taken
-                                 << " times";
+  EXPECT_LT(taken, FaultBound(n))
+      << "receiving into a reused buffer faulted " << taken << " times";
 }
 
 TEST(ReceiveBuffers, FreshLargeBufferIsFaultedInBeforeUse) {
@@ -90,8 +95,8 @@ TEST(ReceiveBuffers, FreshLargeBufferIsFaultedInBeforeUse) {
   void* a = rb::Allocate(n);
   const long taken = FaultsDuring([&] { Fill(a, n, 3); });
   rb::Release(a, n);
-  EXPECT_LT(taken, FaultBound(n)) << "the first write into a fresh buffer faulted " << taken
-                                 << " times";
+  EXPECT_LT(taken, FaultBound(n))
+      << "the first write into a fresh buffer faulted " << taken << " times";
 }
 
 TEST(ReceiveBuffers, SizeClassesDoNotShareBuffers) {
@@ -107,7 +112,8 @@ TEST(ReceiveBuffers, SizeClassesDoNotShareBuffers) {
 
 TEST(ReceiveBuffers, SmallBuffersAreAlignedAndNotPooled) {
   const rb::Stats before = rb::GetStats();
-  for (size_t n : {size_t{0}, size_t{1}, size_t{100}, size_t{64 << 10}, rb::kPooledMin - 1}) {
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{100}, size_t{64 << 10}, rb::kPooledMin - 1}) {
     void* p = rb::Allocate(n);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << n << " bytes";
@@ -139,7 +145,7 @@ TEST(ReceiveBuffers, BuffersIdleLongerThanTheIdleTimeAreGivenBack) {
   ASSERT_GE(cached, 8u << 20);
   EXPECT_EQ(rb::TrimIdle(std::chrono::hours(1)), 0u);
   EXPECT_EQ(rb::GetStats().cached_bytes, cached);
-  void* again = rb::Allocate(5u << 20);  // taken from the cache
+  void* again = rb::Allocate(5u << 20);                       // taken from the cache
   const uint64_t still_cached = rb::GetStats().cached_bytes;  // a's only
   EXPECT_LT(still_cached, cached);
   EXPECT_EQ(rb::TrimIdle(std::chrono::seconds(0)), still_cached);

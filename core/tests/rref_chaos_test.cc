@@ -39,7 +39,8 @@ void Serve(Holder& h) {
   h.w->Register("keep", [&h](ferry::Call& c, ferry::Message args) {
     const int tag = std::stoi(std::string(args.bytes()));
     std::lock_guard<std::mutex> l(h.mu);
-    for (uint32_t i = 0; i < args.num_rrefs(); ++i) h.held[tag].push_back(args.TakeRRef(i));
+    for (uint32_t i = 0; i < args.num_rrefs(); ++i)
+      h.held[tag].push_back(args.TakeRRef(i));
     c.Reply();
   });
   // Returns one of its forks as a return value (it keeps its own).
@@ -66,33 +67,38 @@ void Serve(Holder& h) {
     c.Reply();
   });
   // to_here on every fork it holds of `tag`; fails if any fetch fails.
-  h.w->Register("check", [&h](ferry::Call& c, ferry::Message args) {
-    const int tag = std::stoi(std::string(args.bytes()));
-    // Held throughout: a "drop_one" that the driver sends after this call
-    // timed out must not free a fork while it is being fetched. (FETCH is
-    // served by the core, never by these handlers, so this cannot deadlock.)
-    std::lock_guard<std::mutex> l(h.mu);
-    std::vector<ferry_rref_t*> refs;
-    for (auto& r : h.held[tag]) refs.push_back(r.get());
-    for (ferry_rref_t* r : refs) {
-      ferry_message_t* m = nullptr;
-      if (ferry_rref_to_here(r, 10000, &m) != FERRY_OK) {
-        return c.Fail(FERRY_DATA_LOSS, std::string("to_here failed: ") + ferry_last_error());
-      }
-      uint64_t n = 0;
-      const char* bytes = static_cast<const char*>(ferry_message_bytes(m, &n));
-      std::string got(bytes, n);
-      ferry_message_release(m);
-      if (got != "tree" + std::to_string(tag)) {
-        char rid[64], fid[64];
-        ferry_rref_ids(r, rid, fid, sizeof rid);
-        return c.Fail(FERRY_DATA_LOSS, "wrong value '" + got + "' from " +
-                                           (ferry_rref_is_owner(r) ? "an owner" : "a user") +
-                                           " handle of RRef " + rid + " fork " + fid);
-      }
-    }
-    c.Reply(ferry::Payload(std::to_string(refs.size())));
-  }, FERRY_HANDLER_MAY_BLOCK);
+  h.w->Register(
+      "check",
+      [&h](ferry::Call& c, ferry::Message args) {
+        const int tag = std::stoi(std::string(args.bytes()));
+        // Held throughout: a "drop_one" that the driver sends after this call
+        // timed out must not free a fork while it is being fetched. (FETCH is
+        // served by the core, never by these handlers, so this cannot deadlock.)
+        std::lock_guard<std::mutex> l(h.mu);
+        std::vector<ferry_rref_t*> refs;
+        for (auto& r : h.held[tag]) refs.push_back(r.get());
+        for (ferry_rref_t* r : refs) {
+          ferry_message_t* m = nullptr;
+          if (ferry_rref_to_here(r, 10000, &m) != FERRY_OK) {
+            return c.Fail(FERRY_DATA_LOSS,
+                          std::string("to_here failed: ") + ferry_last_error());
+          }
+          uint64_t n = 0;
+          const char* bytes = static_cast<const char*>(ferry_message_bytes(m, &n));
+          std::string got(bytes, n);
+          ferry_message_release(m);
+          if (got != "tree" + std::to_string(tag)) {
+            char rid[64], fid[64];
+            ferry_rref_ids(r, rid, fid, sizeof rid);
+            return c.Fail(FERRY_DATA_LOSS,
+                          "wrong value '" + got + "' from " +
+                              (ferry_rref_is_owner(r) ? "an owner" : "a user") +
+                              " handle of RRef " + rid + " fork " + fid);
+          }
+        }
+        c.Reply(ferry::Payload(std::to_string(refs.size())));
+      },
+      FERRY_HANDLER_MAY_BLOCK);
   h.w->Register("make", [](ferry::Call& c, ferry::Message args) {
     c.Reply(ferry::Payload(std::string(args.bytes())));
   });
@@ -100,9 +106,10 @@ void Serve(Holder& h) {
 
 TEST_P(RRefChaosTest, RandomForkTreesKeepTheInvariants) {
   uint64_t seed = GetParam();
-  if (const char* s = std::getenv("FERRY_RREF_CHAOS_SEED")) seed = std::strtoull(s, nullptr, 10);
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: FERRY_RREF_CHAOS_SEED=" +
-               std::to_string(seed) + ")");
+  if (const char* s = std::getenv("FERRY_RREF_CHAOS_SEED"))
+    seed = std::strtoull(s, nullptr, 10);
+  SCOPED_TRACE("seed " + std::to_string(seed) +
+               " (replay: FERRY_RREF_CHAOS_SEED=" + std::to_string(seed) + ")");
   setenv("FERRY_CHAOS_INNER", "tcp", 0);
   setenv("FERRY_CHAOS_SEED", std::to_string(seed).c_str(), 1);
   setenv("FERRY_CHAOS_DELAY_US_MAX", "400", 0);
@@ -173,7 +180,8 @@ TEST_P(RRefChaosTest, RandomForkTreesKeepTheInvariants) {
           ferry_message_t* m = nullptr;
           // The test thread is not one of the handlers: calling "keep" on
           // `to` from `from`'s worker makes `from` the parent.
-          ASSERT_EQ(ferry_rpc_sync(hs[from]->w->get(), names[to], "keep", &p, 20000, &m), FERRY_OK)
+          ASSERT_EQ(ferry_rpc_sync(hs[from]->w->get(), names[to], "keep", &p, 20000, &m),
+                    FERRY_OK)
               << ferry_last_error();
           ferry_message_release(m);
           break;
@@ -197,7 +205,8 @@ TEST_P(RRefChaosTest, RandomForkTreesKeepTheInvariants) {
           try {
             hs[to]->w->RpcSync(names[from], "check", ferry::Payload(t));
           } catch (const ferry::Error& e) {
-            FAIL() << "holder " << names[from] << " lost tree " << tag << ": " << e.what();
+            FAIL() << "holder " << names[from] << " lost tree " << tag << ": "
+                   << e.what();
           }
         }
       }
@@ -212,7 +221,8 @@ TEST_P(RRefChaosTest, RandomForkTreesKeepTheInvariants) {
   auto clean = [&] {
     for (auto& h : hs) {
       auto s = h->w->Stats();
-      if (s.owned_rrefs || s.user_rrefs || s.pending_children || s.pending_controls) return false;
+      if (s.owned_rrefs || s.user_rrefs || s.pending_children || s.pending_controls)
+        return false;
     }
     return true;
   };

@@ -15,12 +15,12 @@
 // answers with its result: how a C++ worker calls a Python one).
 #include <ferry/ferry.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <mutex>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -28,12 +28,18 @@ int main(int argc, char** argv) {
   o.transport = "tcp";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--name") o.name = v;
-    else if (k == "--store") o.store = v;
-    else if (k == "--job") o.job = v;
-    else if (k == "--secret") o.secret = argv[i + 1];
-    else if (k == "--transport") o.transport = v;
-    else if (k == "--peer-timeout-ms") o.peer_timeout = std::chrono::milliseconds(std::stoi(v));
+    if (k == "--name")
+      o.name = v;
+    else if (k == "--store")
+      o.store = v;
+    else if (k == "--job")
+      o.job = v;
+    else if (k == "--secret")
+      o.secret = argv[i + 1];
+    else if (k == "--transport")
+      o.transport = v;
+    else if (k == "--peer-timeout-ms")
+      o.peer_timeout = std::chrono::milliseconds(std::stoi(v));
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -72,33 +78,40 @@ int main(int argc, char** argv) {
                                 " children=" + std::to_string(s.pending_children)));
     });
     ferry::Worker* self = &w;
-    w.Register("forward", [self](ferry::Call& call, ferry::Message args) {
-      ferry::Payload p;
-      std::vector<ferry::RRef> refs;
-      for (uint32_t i = 0; i < args.num_rrefs(); ++i) refs.push_back(args.TakeRRef(i));
-      for (auto& r : refs) p.Ref(r);
-      self->RpcSync(std::string(args.bytes()), "keep", std::move(p));
-      call.Reply();
-    }, FERRY_HANDLER_MAY_BLOCK);
-    w.Register("call", [self](ferry::Call& call, ferry::Message args) {
-      const std::string spec(args.bytes());
-      const size_t a = spec.find(' '), b = spec.find(' ', a + 1);
-      if (a == std::string::npos || b == std::string::npos) {
-        call.Fail(FERRY_INVALID_ARGUMENT, "call wants \"<to> <function> <bytes>\"");
-        return;
-      }
-      ferry::Payload p{spec.substr(b + 1)};
-      for (uint32_t i = 0; i < args.num_tensors(); ++i) p.Tensor(args.TakeTensor(i));
-      try {
-        ferry::Message r = self->RpcSync(spec.substr(0, a), spec.substr(a + 1, b - a - 1),
-                                         std::move(p));
-        ferry::Payload out{std::string(r.bytes())};
-        for (uint32_t i = 0; i < r.num_tensors(); ++i) out.Tensor(r.TakeTensor(i));
-        call.Reply(std::move(out));
-      } catch (const ferry::Error& e) {
-        call.Fail(e.code(), e.what());
-      }
-    }, FERRY_HANDLER_MAY_BLOCK);
+    w.Register(
+        "forward",
+        [self](ferry::Call& call, ferry::Message args) {
+          ferry::Payload p;
+          std::vector<ferry::RRef> refs;
+          for (uint32_t i = 0; i < args.num_rrefs(); ++i)
+            refs.push_back(args.TakeRRef(i));
+          for (auto& r : refs) p.Ref(r);
+          self->RpcSync(std::string(args.bytes()), "keep", std::move(p));
+          call.Reply();
+        },
+        FERRY_HANDLER_MAY_BLOCK);
+    w.Register(
+        "call",
+        [self](ferry::Call& call, ferry::Message args) {
+          const std::string spec(args.bytes());
+          const size_t a = spec.find(' '), b = spec.find(' ', a + 1);
+          if (a == std::string::npos || b == std::string::npos) {
+            call.Fail(FERRY_INVALID_ARGUMENT, "call wants \"<to> <function> <bytes>\"");
+            return;
+          }
+          ferry::Payload p{spec.substr(b + 1)};
+          for (uint32_t i = 0; i < args.num_tensors(); ++i) p.Tensor(args.TakeTensor(i));
+          try {
+            ferry::Message r = self->RpcSync(spec.substr(0, a),
+                                             spec.substr(a + 1, b - a - 1), std::move(p));
+            ferry::Payload out{std::string(r.bytes())};
+            for (uint32_t i = 0; i < r.num_tensors(); ++i) out.Tensor(r.TakeTensor(i));
+            call.Reply(std::move(out));
+          } catch (const ferry::Error& e) {
+            call.Fail(e.code(), e.what());
+          }
+        },
+        FERRY_HANDLER_MAY_BLOCK);
     std::printf("READY %llu\n", static_cast<unsigned long long>(w.id()));
     std::fflush(stdout);
     char buf[256];

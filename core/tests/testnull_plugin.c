@@ -7,20 +7,25 @@
 
 #include <stdlib.h>
 
-struct ferry_context { int unused; };
+struct ferry_context {
+  int unused;
+};
 
 static ferry_status_t tn_init(const ferry_init_args_t* args, ferry_context_t** out,
                               ferry_error_buf_t* err) {
   const char* fail = getenv("FERRY_TESTNULL_FAIL_INIT");
   (void)args;
   if (fail != NULL && fail[0] == '1') {
-    ferry_error_printf(err, "testnull is told not to run here (FERRY_TESTNULL_FAIL_INIT=1)");
+    ferry_error_printf(err,
+                       "testnull is told not to run here (FERRY_TESTNULL_FAIL_INIT=1)");
     return FERRY_UNAVAILABLE;
   }
   *out = (ferry_context_t*)calloc(1, sizeof(ferry_context_t));
   return *out ? FERRY_OK : FERRY_RESOURCE_EXHAUSTED;
 }
-static void tn_fini(ferry_context_t* ctx) { free(ctx); }
+static void tn_fini(ferry_context_t* ctx) {
+  free(ctx);
+}
 static ferry_status_t tn_query(ferry_context_t* ctx, ferry_context_info_t* info) {
   (void)ctx;
   info->max_header_size = 64;
@@ -42,46 +47,74 @@ static ferry_status_t tn_progress(ferry_context_t* c, ferry_progress_args_t* a) 
 }
 static ferry_status_t tn_listen(ferry_context_t* c, const ferry_listen_args_t* a,
                                 ferry_listener_t** o, ferry_error_buf_t* e) {
-  (void)c; (void)a; (void)o;
+  (void)c;
+  (void)a;
+  (void)o;
   ferry_error_printf(e, "testnull cannot listen");
   return FERRY_UNIMPLEMENTED;
 }
 static ferry_status_t tn_listener_address(ferry_listener_t* l, char* b, uint64_t n) {
-  (void)l; (void)b; (void)n;
+  (void)l;
+  (void)b;
+  (void)n;
   return FERRY_UNIMPLEMENTED;
 }
-static void tn_close_listener(ferry_listener_t* l) { (void)l; }
+static void tn_close_listener(ferry_listener_t* l) {
+  (void)l;
+}
 static ferry_status_t tn_connect(ferry_context_t* c, const ferry_connect_args_t* a,
                                  ferry_conn_t** o, ferry_error_buf_t* e) {
-  (void)c; (void)a; (void)o;
+  (void)c;
+  (void)a;
+  (void)o;
   ferry_error_printf(e, "testnull cannot connect");
   return FERRY_UNIMPLEMENTED;
 }
-static ferry_status_t tn_send(ferry_conn_t* c, const ferry_send_args_t* a, ferry_error_buf_t* e) {
-  (void)c; (void)a;
+static ferry_status_t tn_send(ferry_conn_t* c, const ferry_send_args_t* a,
+                              ferry_error_buf_t* e) {
+  (void)c;
+  (void)a;
   ferry_error_printf(e, "testnull cannot send");
   return FERRY_UNIMPLEMENTED;
 }
-static ferry_status_t tn_place(ferry_conn_t* c, const ferry_place_args_t* a, ferry_error_buf_t* e) {
-  (void)c; (void)a;
+static ferry_status_t tn_place(ferry_conn_t* c, const ferry_place_args_t* a,
+                               ferry_error_buf_t* e) {
+  (void)c;
+  (void)a;
   ferry_error_printf(e, "testnull cannot place");
   return FERRY_UNIMPLEMENTED;
 }
 static ferry_status_t tn_discard(ferry_conn_t* c, uint64_t id, ferry_error_buf_t* e) {
-  (void)c; (void)id;
+  (void)c;
+  (void)id;
   ferry_error_printf(e, "testnull cannot discard");
   return FERRY_UNIMPLEMENTED;
 }
-static void tn_close(ferry_conn_t* c) { (void)c; }
+static void tn_close(ferry_conn_t* c) {
+  (void)c;
+}
 
-static const ferry_transport_vtable_t kVtable = {
-    sizeof(ferry_transport_vtable_t), 0,
-    tn_init, tn_fini, tn_query, tn_progress,
-    tn_listen, tn_listener_address, tn_close_listener,
-    tn_connect, NULL, tn_send, tn_place, tn_discard, tn_close,
-    NULL, NULL, NULL};
+static const ferry_transport_vtable_t kVtable = {sizeof(ferry_transport_vtable_t),
+                                                 0,
+                                                 tn_init,
+                                                 tn_fini,
+                                                 tn_query,
+                                                 tn_progress,
+                                                 tn_listen,
+                                                 tn_listener_address,
+                                                 tn_close_listener,
+                                                 tn_connect,
+                                                 NULL,
+                                                 tn_send,
+                                                 tn_place,
+                                                 tn_discard,
+                                                 tn_close,
+                                                 NULL,
+                                                 NULL,
+                                                 NULL};
 
-FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(ferry_negotiate_args_t* args) {
-  return ferry_plugin_negotiate(args, "testnull", "0.0.1-test", 1, FERRY_TRANSPORT_ABI_MINOR, 0,
-                                &kVtable);
+FERRY_TRANSPORT_EXPORT ferry_status_t
+ferry_transport_negotiate(ferry_negotiate_args_t* args) {
+  return ferry_plugin_negotiate(args, "testnull", "0.0.1-test", 1,
+                                FERRY_TRANSPORT_ABI_MINOR, 0, &kVtable);
 }

@@ -51,7 +51,8 @@ TEST(UnorderedTransport, CallsQueuedBehindAHandshakeSurviveReordering) {
     b.WaitForWorkers(2, 10000ms);
 
     std::string from_a, from_b, error_a, error_b;
-    auto call = [](ferry::Worker& w, const char* to, std::string* got, std::string* error) {
+    auto call = [](ferry::Worker& w, const char* to, std::string* got,
+                   std::string* error) {
       try {
         ferry::Message m = w.RpcSync(to, "echo", ferry::Payload(std::string("hi ") + to));
         *got = std::string(m.bytes());

@@ -180,8 +180,8 @@ TEST(WireTest, EveryTruncatedRequestIsRefused) {
     std::vector<uint8_t> cut(buf.begin(), buf.begin() + static_cast<long>(n));
     Reader r(cut.data(), cut.size());
     Request back;
-    EXPECT_FALSE(Get(r, &back)) << "a request cut to " << n << " of " << buf.size()
-                                << " bytes decoded";
+    EXPECT_FALSE(Get(r, &back))
+        << "a request cut to " << n << " of " << buf.size() << " bytes decoded";
   }
 }
 

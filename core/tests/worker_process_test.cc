@@ -35,9 +35,17 @@ class Child {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    std::vector<std::string> args = {FERRY_TEST_WORKER, "--name", name, "--store", store,
-                                     "--job", job, "--secret", "test-secret",
-                                     "--peer-timeout-ms", "1000"};
+    std::vector<std::string> args = {FERRY_TEST_WORKER,
+                                     "--name",
+                                     name,
+                                     "--store",
+                                     store,
+                                     "--job",
+                                     job,
+                                     "--secret",
+                                     "test-secret",
+                                     "--peer-timeout-ms",
+                                     "1000"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -60,7 +68,8 @@ class Child {
     close(stdout_);
   }
   // Waits for a stdout line starting with `prefix`; returns it ("" on timeout).
-  std::string Expect(const std::string& prefix, std::chrono::milliseconds limit = 15000ms) {
+  std::string Expect(const std::string& prefix,
+                     std::chrono::milliseconds limit = 15000ms) {
     const auto end = Clock::now() + limit;
     while (Clock::now() < end) {
       size_t nl;
@@ -71,7 +80,8 @@ class Child {
       }
       pollfd p{stdout_, POLLIN, 0};
       const int ms = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
+          std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now())
+              .count());
       if (poll(&p, 1, ms < 0 ? 0 : ms) <= 0) break;
       char tmp[512];
       const ssize_t n = read(stdout_, tmp, sizeof tmp);
@@ -257,9 +267,11 @@ TEST_F(WorkerProcessTest, AWorkerJoiningLateIsFoundAndOneLeavingIsSeenAsLeft) {
   const auto s = f.status(&why);
   // The call may reach it before "echo" is registered (it registers after
   // joining); either way the worker was found.
-  EXPECT_TRUE(s == FERRY_OK || (s == FERRY_NOT_FOUND && why.find("no function") != std::string::npos))
+  EXPECT_TRUE(s == FERRY_OK ||
+              (s == FERRY_NOT_FOUND && why.find("no function") != std::string::npos))
       << why;
-  EXPECT_EQ(seed_->RpcSync("latecomer", "echo", ferry::Payload("again")).bytes(), "again");
+  EXPECT_EQ(seed_->RpcSync("latecomer", "echo", ferry::Payload("again")).bytes(),
+            "again");
   EXPECT_EQ(p->Leave(), 0);
   EXPECT_TRUE(Eventually([&] {
     for (const auto& m : seed_->Members()) {

@@ -54,12 +54,23 @@ std::vector<std::string> MemoryKindNames(uint64_t kinds) {
 std::string DeviceName(ferry_device_t device) {
   const char* type = nullptr;
   switch (device.type) {
-    case FERRY_DEVICE_CPU: type = "cpu"; break;
-    case FERRY_DEVICE_CUDA: type = "cuda"; break;
-    case FERRY_DEVICE_CUDA_HOST: type = "cuda_host"; break;
-    case FERRY_DEVICE_ROCM: type = "rocm"; break;
-    case FERRY_DEVICE_CUDA_MANAGED: type = "cuda_managed"; break;
-    default: return "device" + std::to_string(device.type) + ":" + std::to_string(device.id);
+    case FERRY_DEVICE_CPU:
+      type = "cpu";
+      break;
+    case FERRY_DEVICE_CUDA:
+      type = "cuda";
+      break;
+    case FERRY_DEVICE_CUDA_HOST:
+      type = "cuda_host";
+      break;
+    case FERRY_DEVICE_ROCM:
+      type = "rocm";
+      break;
+    case FERRY_DEVICE_CUDA_MANAGED:
+      type = "cuda_managed";
+      break;
+    default:
+      return "device" + std::to_string(device.type) + ":" + std::to_string(device.id);
   }
   return std::string(type) + ":" + std::to_string(device.id);
 }

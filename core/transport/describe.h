@@ -10,8 +10,8 @@
 
 namespace ferry {
 
-std::vector<std::string> CapabilityNames(uint64_t caps);     // "wakeup_fd", ...
-std::vector<std::string> MemoryKindNames(uint64_t kinds);    // "host", "cuda"
-std::string DeviceName(ferry_device_t device);               // "cpu:0"
+std::vector<std::string> CapabilityNames(uint64_t caps);   // "wakeup_fd", ...
+std::vector<std::string> MemoryKindNames(uint64_t kinds);  // "host", "cuda"
+std::string DeviceName(ferry_device_t device);             // "cpu:0"
 
 }  // namespace ferry

@@ -39,8 +39,7 @@ std::string Describe(const std::exception_ptr& ep) {
 
 }  // namespace
 
-bool VtableHas(const ferry_transport_vtable_t* vtable, size_t offset,
-               size_t entry_size) {
+bool VtableHas(const ferry_transport_vtable_t* vtable, size_t offset, size_t entry_size) {
   if (vtable == nullptr || offset + entry_size > vtable->struct_size) return false;
   void* fn = nullptr;
   std::memcpy(&fn, reinterpret_cast<const char*>(vtable) + offset, sizeof fn);
@@ -49,40 +48,40 @@ bool VtableHas(const ferry_transport_vtable_t* vtable, size_t offset,
 
 // Calls plugin entry `fn` (vtable entry `entry`; NULL when the vtable lacks
 // it) with an exception guard; the plugin's message, if any, is in `err`.
-#define FERRY_CALL_ENTRY(fn, entry, err, ...)                                  \
-  [&]() -> Status {                                                            \
-    const auto fn_ = (fn);                                                     \
-    if (fn_ == nullptr) return Missing(#entry);                                \
-    ferry_status_t rc_;                                                        \
-    try {                                                                      \
-      rc_ = fn_(__VA_ARGS__);                                                  \
-    } catch (...) {                                                            \
-      return Threw(#entry);                                                    \
-    }                                                                          \
-    if (rc_ == FERRY_OK) return Status();                                      \
-    return Failed(#entry, rc_, (err).text);                                    \
+#define FERRY_CALL_ENTRY(fn, entry, err, ...)   \
+  [&]() -> Status {                             \
+    const auto fn_ = (fn);                      \
+    if (fn_ == nullptr) return Missing(#entry); \
+    ferry_status_t rc_;                         \
+    try {                                       \
+      rc_ = fn_(__VA_ARGS__);                   \
+    } catch (...) {                             \
+      return Threw(#entry);                     \
+    }                                           \
+    if (rc_ == FERRY_OK) return Status();       \
+    return Failed(#entry, rc_, (err).text);     \
   }()
 
 // The same for the rarely called entries, presence-checked at each call.
-#define FERRY_GUARDED_CALL(entry, err, ...)                                    \
-  FERRY_CALL_ENTRY(Has(FERRY_VT(entry)) ? plugin_->vtable()->entry : nullptr,  \
-                   entry, err, __VA_ARGS__)
+#define FERRY_GUARDED_CALL(entry, err, ...)                                          \
+  FERRY_CALL_ENTRY(Has(FERRY_VT(entry)) ? plugin_->vtable()->entry : nullptr, entry, \
+                   err, __VA_ARGS__)
 
-#define FERRY_GUARDED_VOID(entry, ...)                                         \
-  do {                                                                         \
-    if (!Has(FERRY_VT(entry))) break;                                          \
-    try {                                                                      \
-      plugin_->vtable()->entry(__VA_ARGS__);                                   \
-    } catch (...) {                                                            \
-      FERRY_LOG(FERRY_LOG_ERROR, "transport",                                  \
-                "transport '" + name() + "' threw from " #entry ": " +          \
-                    Describe(std::current_exception()));                       \
-    }                                                                          \
+#define FERRY_GUARDED_VOID(entry, ...)                                 \
+  do {                                                                 \
+    if (!Has(FERRY_VT(entry))) break;                                  \
+    try {                                                              \
+      plugin_->vtable()->entry(__VA_ARGS__);                           \
+    } catch (...) {                                                    \
+      FERRY_LOG(FERRY_LOG_ERROR, "transport",                          \
+                "transport '" + name() + "' threw from " #entry ": " + \
+                    Describe(std::current_exception()));               \
+    }                                                                  \
   } while (0)
 
-StatusOr<std::unique_ptr<Transport>> Transport::Open(
-    std::shared_ptr<const Plugin> plugin, uint32_t flags,
-    const std::string& instance) {
+StatusOr<std::unique_ptr<Transport>> Transport::Open(std::shared_ptr<const Plugin> plugin,
+                                                     uint32_t flags,
+                                                     const std::string& instance) {
   const ferry_transport_vtable_t* vt = plugin->vtable();
   ferry_init_args_t args{};
   args.struct_size = sizeof args;
@@ -104,8 +103,8 @@ StatusOr<std::unique_ptr<Transport>> Transport::Open(
                           err.Or(std::string("init failed with ") + StatusCodeName(rc)));
   }
   if (ctx == nullptr) {
-    return Status(FERRY_INTERNAL, "transport '" + plugin->name() +
-                                      "' init returned OK but no context");
+    return Status(FERRY_INTERNAL,
+                  "transport '" + plugin->name() + "' init returned OK but no context");
   }
   std::unique_ptr<Transport> t(new Transport(std::move(plugin), ctx));
   Status st = t->QueryInfo();
@@ -146,17 +145,19 @@ Status Transport::Missing(const char* entry) const {
 }
 
 Status Transport::Threw(const char* entry) const {
-  return Status(FERRY_INTERNAL, "transport '" + name() + "' threw from " + entry +
-                                    ": " + Describe(std::current_exception()));
+  return Status(FERRY_INTERNAL, "transport '" + name() + "' threw from " + entry + ": " +
+                                    Describe(std::current_exception()));
 }
 
 Status Transport::Failed(const char* entry, ferry_status_t rc, const char* text) const {
   if (text != nullptr && text[0] != '\0') return Status(rc, text);
-  return Status(rc, "transport '" + name() + "' " + entry + " failed without a message (" +
-                        StatusCodeName(rc) + ")");
+  return Status(rc, "transport '" + name() + "' " + entry +
+                        " failed without a message (" + StatusCodeName(rc) + ")");
 }
 
-Transport::~Transport() { FERRY_GUARDED_VOID(fini, ctx_); }
+Transport::~Transport() {
+  FERRY_GUARDED_VOID(fini, ctx_);
+}
 
 bool Transport::Has(size_t vtable_offset) const {
   return VtableHas(plugin_->vtable(), vtable_offset, sizeof(void*));
@@ -174,7 +175,8 @@ Status Transport::Progress(ferry_event_t* events, uint32_t max_events,
   Status st = FERRY_CALL_ENTRY(progress_, progress, err, ctx_, &args);
   if (!st.ok()) return st;
   if (args.num_events > max_events) {
-    return Status(FERRY_INTERNAL, "transport '" + name() + "' returned more events than asked for");
+    return Status(FERRY_INTERNAL,
+                  "transport '" + name() + "' returned more events than asked for");
   }
   *num_events = args.num_events;
   return Status();
@@ -232,14 +234,18 @@ Status Transport::Discard(ferry_conn_t* conn, uint64_t msg_id) {
   return FERRY_CALL_ENTRY(discard_, discard, err, conn, msg_id, &err.buf);
 }
 
-void Transport::Close(ferry_conn_t* conn) { FERRY_GUARDED_VOID(close, conn); }
+void Transport::Close(ferry_conn_t* conn) {
+  FERRY_GUARDED_VOID(close, conn);
+}
 
 Status Transport::Reg(const ferry_reg_args_t& args, ferry_mr_t** out) {
   ErrorText err;
   return FERRY_GUARDED_CALL(reg, err, ctx_, &args, out, &err.buf);
 }
 
-void Transport::Dereg(ferry_mr_t* mr) { FERRY_GUARDED_VOID(dereg, ctx_, mr); }
+void Transport::Dereg(ferry_mr_t* mr) {
+  FERRY_GUARDED_VOID(dereg, ctx_, mr);
+}
 
 StatusOr<std::string> Transport::PeerAddress(ferry_conn_t* conn) {
   char buf[1024] = {0};

@@ -19,9 +19,9 @@ namespace ferry {
 class Transport {
  public:
   // init() with `flags` (FERRY_INIT_*), then query().
-  static StatusOr<std::unique_ptr<Transport>> Open(
-      std::shared_ptr<const Plugin> plugin, uint32_t flags = 0,
-      const std::string& instance = "");
+  static StatusOr<std::unique_ptr<Transport>> Open(std::shared_ptr<const Plugin> plugin,
+                                                   uint32_t flags = 0,
+                                                   const std::string& instance = "");
   ~Transport();  // fini()
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
@@ -39,14 +39,11 @@ class Transport {
   // and it is non-NULL.
   bool Has(size_t vtable_offset) const;
 
-  Status Progress(ferry_event_t* events, uint32_t max_events,
-                  uint32_t* num_events);
-  Status Listen(const std::string& address, void* user_data,
-                ferry_listener_t** out);
+  Status Progress(ferry_event_t* events, uint32_t max_events, uint32_t* num_events);
+  Status Listen(const std::string& address, void* user_data, ferry_listener_t** out);
   StatusOr<std::string> ListenerAddress(ferry_listener_t* listener);
   void CloseListener(ferry_listener_t* listener);
-  Status Connect(const std::string& address, void* user_data,
-                 ferry_conn_t** out);
+  Status Connect(const std::string& address, void* user_data, ferry_conn_t** out);
   void SetConnUserData(ferry_conn_t* conn, void* user_data);
   Status Send(ferry_conn_t* conn, const ferry_send_args_t& args);
   Status Place(ferry_conn_t* conn, const ferry_place_args_t& args);
@@ -77,8 +74,7 @@ class Transport {
 };
 
 // Presence check usable without a Transport (conformance probes vtables).
-bool VtableHas(const ferry_transport_vtable_t* vtable, size_t offset,
-               size_t entry_size);
+bool VtableHas(const ferry_transport_vtable_t* vtable, size_t offset, size_t entry_size);
 
 }  // namespace ferry
 

@@ -55,8 +55,8 @@ class Writer {
 // Fixed-width fields gathered on the stack and appended to a Writer in one
 // piece (when it goes out of scope, or at Flush). Appending field by field
 // costs an out-of-line vector insert each (~50 instructions), so the
-// messages on every call's path, a dozen fields each, batch theirs. The bytes are exactly the
-// Writer's; only the number of appends changes.
+// messages on every call's path, a dozen fields each, batch theirs. The bytes are exactly
+// the Writer's; only the number of appends changes.
 class Fields {
  public:
   explicit Fields(Writer& w) : w_(w) {}
@@ -106,11 +106,31 @@ class Reader {
   bool ok() const { return ok_; }
   size_t remaining() const { return static_cast<size_t>(end_ - p_); }
 
-  uint8_t U8() { uint8_t v = 0; Raw(&v, sizeof v); return v; }
-  uint16_t U16() { uint16_t v = 0; Raw(&v, sizeof v); return v; }
-  uint32_t U32() { uint32_t v = 0; Raw(&v, sizeof v); return v; }
-  uint64_t U64() { uint64_t v = 0; Raw(&v, sizeof v); return v; }
-  int32_t I32() { int32_t v = 0; Raw(&v, sizeof v); return v; }
+  uint8_t U8() {
+    uint8_t v = 0;
+    Raw(&v, sizeof v);
+    return v;
+  }
+  uint16_t U16() {
+    uint16_t v = 0;
+    Raw(&v, sizeof v);
+    return v;
+  }
+  uint32_t U32() {
+    uint32_t v = 0;
+    Raw(&v, sizeof v);
+    return v;
+  }
+  uint64_t U64() {
+    uint64_t v = 0;
+    Raw(&v, sizeof v);
+    return v;
+  }
+  int32_t I32() {
+    int32_t v = 0;
+    Raw(&v, sizeof v);
+    return v;
+  }
   // A length-prefixed string of at most `max_len` bytes (longer: failure).
   std::string Str(size_t max_len = 1 << 20) {
     std::string_view v = BytesView(max_len);

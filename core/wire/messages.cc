@@ -76,7 +76,9 @@ bool DecodeChallenge(Reader& r, Challenge* m) {
   return r.ok();
 }
 
-void EncodeAuth(const Auth& m, Writer& w) { w.Raw(m.mac.data(), m.mac.size()); }
+void EncodeAuth(const Auth& m, Writer& w) {
+  w.Raw(m.mac.data(), m.mac.size());
+}
 
 bool DecodeAuth(Reader& r, Auth* m) {
   r.Raw(m->mac.data(), m->mac.size());

@@ -37,9 +37,9 @@ enum class Kind : uint8_t {
   kRequest = 10,   // call a function (rpc_sync/async, remote, to_here)
   kResponse = 11,  // the answer to a request
   kHeartbeat = 12,
-  kControl = 13,   // an RRef control message (retried until acknowledged)
+  kControl = 13,     // an RRef control message (retried until acknowledged)
   kControlAck = 14,  // acknowledges a batch of control ids
-  kGoodbye = 15,   // the sender is leaving gracefully; closing follows
+  kGoodbye = 15,     // the sender is leaving gracefully; closing follows
   kStoreJoin = 20,
   kStoreJoined = 21,
   kStoreMemberEvent = 22,
@@ -65,9 +65,7 @@ bool DecodeEnvelope(Reader& r, Envelope* e, uint8_t* version);
 struct Guid {
   uint64_t worker = 0;
   uint64_t local = 0;
-  bool operator==(const Guid& o) const {
-    return worker == o.worker && local == o.local;
-  }
+  bool operator==(const Guid& o) const { return worker == o.worker && local == o.local; }
   bool operator<(const Guid& o) const {
     return worker != o.worker ? worker < o.worker : local < o.local;
   }
@@ -84,7 +82,7 @@ struct Hello {
   uint8_t wire_version = kWireVersion;
   Role role = Role::kMember;
   std::string job;
-  uint64_t id = 0;           // 0 for a store client not yet joined
+  uint64_t id = 0;  // 0 for a store client not yet joined
   uint64_t incarnation = 0;
   std::string name;
   std::array<uint8_t, kNonceSize> nonce{};
@@ -140,17 +138,17 @@ void Put(Fields& f, const ValueMeta& v);
 bool Get(Reader& r, ValueMeta* v);
 
 enum class CallKind : uint8_t {
-  kRpc = 1,      // run `function`, return its value
-  kRemote = 2,   // run `function`, keep the value in OwnerRRef `rref`
-  kFetch = 3,    // to_here: return a copy of OwnerRRef `rref`'s value
+  kRpc = 1,     // run `function`, return its value
+  kRemote = 2,  // run `function`, keep the value in OwnerRRef `rref`
+  kFetch = 3,   // to_here: return a copy of OwnerRRef `rref`'s value
 };
 struct Request {
   uint64_t call_id = 0;
   CallKind call_kind = CallKind::kRpc;
   uint32_t timeout_ms = 0;  // what was left of the caller's deadline
   std::string function;
-  Guid rref;                // kRemote, kFetch
-  Guid fork;                // kRemote: the caller's UserRRef fork
+  Guid rref;  // kRemote, kFetch
+  Guid fork;  // kRemote: the caller's UserRRef fork
   ValueMeta value;
 };
 void Put(Writer& w, const Request& m);

@@ -46,8 +46,9 @@ StatusOr<uint64_t> TensorBytes(const DLTensor& t, size_t index) {
     for (int i = t.ndim - 1; i >= 0; --i) {
       if (t.shape[i] != 1 && t.strides[i] != expect) {
         return Status(FERRY_INVALID_ARGUMENT,
-                      which + " is not contiguous: pass a contiguous copy "
-                              "(e.g. .contiguous() / np.ascontiguousarray)");
+                      which +
+                          " is not contiguous: pass a contiguous copy "
+                          "(e.g. .contiguous() / np.ascontiguousarray)");
       }
       expect *= t.shape[i];
     }

@@ -5,8 +5,9 @@
 //
 // It lives in wire/ because the layers above the engine all hold it (the
 // RRef context keeps owned values, the agent sends and receives them);
-// RRefHandle is only declared here, so wire/ does not depend on rref/. How a Value becomes a message (tensors as segments,
-// RRefs forked) is the agent's value codec (agent/value_codec.h).
+// RRefHandle is only declared here, so wire/ does not depend on rref/. How a Value
+// becomes a message (tensors as segments, RRefs forked) is the agent's value codec
+// (agent/value_codec.h).
 #pragma once
 
 #include "common/status.h"

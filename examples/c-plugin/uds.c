@@ -74,8 +74,8 @@ static const ferry_host_services_t* g_host;
  * posted operation completes exactly once" holds even under out-of-memory. */
 typedef struct uds_event {
   struct uds_event* next;
-  ferry_event_t ev;   /* conn_user_data is filled when delivered */
-  char message[256];  /* ev.message points here when status != OK */
+  ferry_event_t ev;  /* conn_user_data is filled when delivered */
+  char message[256]; /* ev.message points here when status != OK */
 } uds_event_t;
 
 typedef struct wire_preamble {
@@ -107,9 +107,9 @@ struct ferry_listener {
 };
 
 enum conn_state {
-  CONN_OPEN,    /* connected (or connecting: UDS connects at once) */
-  CONN_FAILED,  /* connect failed or the peer went away; fd closed */
-  CONN_CLOSING  /* the host called close(); CLOSED is queued */
+  CONN_OPEN,   /* connected (or connecting: UDS connects at once) */
+  CONN_FAILED, /* connect failed or the peer went away; fd closed */
+  CONN_CLOSING /* the host called close(); CLOSED is queued */
 };
 
 /* Receive side: a small state machine, driven only by progress(). */
@@ -124,14 +124,14 @@ enum rx_stage {
 struct ferry_conn {
   int kind; /* OBJ_CONN */
   ferry_context_t* ctx;
-  int fd;                    /* -1 once failed or closing */
-  int state;                 /* enum conn_state */
-  int announced;             /* the host has seen CONNECTED / ACCEPTED */
-  int peer_hung_up;          /* seen while holding an arrival: see below */
+  int fd;           /* -1 once failed or closing */
+  int state;        /* enum conn_state */
+  int announced;    /* the host has seen CONNECTED / ACCEPTED */
+  int peer_hung_up; /* seen while holding an arrival: see below */
   ferry_status_t fail_status;
   char fail_message[200];
-  void* user_data;           /* reported as conn_user_data */
-  uint32_t epoll_mask;       /* what fd is registered for; 0: not at all */
+  void* user_data;     /* reported as conn_user_data */
+  uint32_t epoll_mask; /* what fd is registered for; 0: not at all */
   struct ferry_conn *prev, *next;
   /* Preallocated events, NULL once queued. */
   uds_event_t *ev_announce, *ev_broken, *ev_closed;
@@ -139,30 +139,30 @@ struct ferry_conn {
   uds_send_t *send_head, *send_tail; /* posted, not yet fully written */
 
   int rx_stage;
-  unsigned char* rx_buf;     /* preamble, lengths, header, inline bytes */
+  unsigned char* rx_buf; /* preamble, lengths, header, inline bytes */
   size_t rx_cap, rx_have, rx_need;
-  uint64_t msg_id;           /* of the last arrival */
+  uint64_t msg_id; /* of the last arrival */
   uint32_t rx_nseg;
   uint64_t rx_header_len;
   uint64_t rx_len[UDS_MAX_SEGMENTS];
   ferry_arrival_segment_t rx_seg[UDS_MAX_SEGMENTS]; /* the ARRIVAL's array */
   void* rx_dest[UDS_MAX_SEGMENTS];
-  uint32_t rx_cur;           /* RX_PAYLOAD: segment being read ... */
-  uint64_t rx_done;          /* ... and how much of it */
-  uds_event_t* rx_place_ev;  /* PLACE_DONE of a place(); NULL for discard() */
+  uint32_t rx_cur;          /* RX_PAYLOAD: segment being read ... */
+  uint64_t rx_done;         /* ... and how much of it */
+  uds_event_t* rx_place_ev; /* PLACE_DONE of a place(); NULL for discard() */
 };
 
 struct ferry_context {
-  int epfd;    /* the wakeup fd: every socket, plus evfd */
-  int evfd;    /* readable while events wait to be returned */
-  int woken;   /* evfd is signalled */
-  unsigned next_name;       /* for generated socket names */
+  int epfd;                     /* the wakeup fd: every socket, plus evfd */
+  int evfd;                     /* readable while events wait to be returned */
+  int woken;                    /* evfd is signalled */
+  unsigned next_name;           /* for generated socket names */
   uds_event_t *q_head, *q_tail; /* events waiting for progress() */
-  uds_event_t* retired;     /* returned by the last progress(): their
-                               messages stay valid until the next one */
+  uds_event_t* retired;         /* returned by the last progress(): their
+                                   messages stay valid until the next one */
   ferry_listener_t* listeners;
   ferry_conn_t* conns;
-  char dir[UDS_PATH_MAX];   /* where listen("") puts its socket */
+  char dir[UDS_PATH_MAX]; /* where listen("") puts its socket */
   char domain[256];
   char description[256];
   unsigned char scratch[64 * 1024]; /* sink for dropped bytes */
@@ -170,7 +170,9 @@ struct ferry_context {
 
 /* ---- The event queue ------------------------------------------------- */
 
-static uds_event_t* event_new(void) { return calloc(1, sizeof(uds_event_t)); }
+static uds_event_t* event_new(void) {
+  return calloc(1, sizeof(uds_event_t));
+}
 
 /* Makes the wakeup fd readable (the host may be asleep in poll()). */
 static void ctx_wake(ferry_context_t* ctx) {
@@ -181,8 +183,8 @@ static void ctx_wake(ferry_context_t* ctx) {
 
 /* Fills `e` and appends it to the queue; progress() returns it later. */
 static void event_queue(ferry_context_t* ctx, uds_event_t* e, int32_t type,
-                        ferry_status_t status, ferry_conn_t* conn,
-                        void* user_data, const char* message) {
+                        ferry_status_t status, ferry_conn_t* conn, void* user_data,
+                        const char* message) {
   e->ev.type = type;
   e->ev.status = status;
   e->ev.conn = conn;
@@ -193,7 +195,10 @@ static void event_queue(ferry_context_t* ctx, uds_event_t* e, int32_t type,
     e->ev.message = e->message;
   }
   e->next = NULL;
-  if (ctx->q_tail != NULL) ctx->q_tail->next = e; else ctx->q_head = e;
+  if (ctx->q_tail != NULL)
+    ctx->q_tail->next = e;
+  else
+    ctx->q_head = e;
   ctx->q_tail = e;
   ctx_wake(ctx);
 }
@@ -227,8 +232,10 @@ static void conn_update_epoll(ferry_conn_t* c) {
   ev.events = want;
   ev.data.ptr = c;
   op = want == 0 ? EPOLL_CTL_DEL : c->epoll_mask == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
-  if (epoll_ctl(c->ctx->epfd, op, c->fd, &ev) == 0) c->epoll_mask = want;
-  else LOG(FERRY_LOG_ERROR, "epoll_ctl: %s", strerror(errno));
+  if (epoll_ctl(c->ctx->epfd, op, c->fd, &ev) == 0)
+    c->epoll_mask = want;
+  else
+    LOG(FERRY_LOG_ERROR, "epoll_ctl: %s", strerror(errno));
 }
 
 /* Removes the fd from epoll *before* closing it: a forked child may still
@@ -254,8 +261,8 @@ static void conn_complete_pending(ferry_conn_t* c, ferry_status_t status,
   while (c->send_head != NULL) {
     uds_send_t* s = c->send_head;
     c->send_head = s->next;
-    event_queue(c->ctx, s->done, FERRY_EV_SEND_DONE, status, c,
-                s->done->ev.user_data, why);
+    event_queue(c->ctx, s->done, FERRY_EV_SEND_DONE, status, c, s->done->ev.user_data,
+                why);
     free(s);
   }
   c->send_tail = NULL;
@@ -304,8 +311,11 @@ static ferry_conn_t* conn_new(ferry_context_t* ctx) {
   c->rx_cap = 4096;
   c->rx_buf = malloc(c->rx_cap);
   if (!c->ev_announce || !c->ev_broken || !c->ev_closed || !c->rx_buf) {
-    free(c->ev_announce); free(c->ev_broken); free(c->ev_closed);
-    free(c->rx_buf); free(c);
+    free(c->ev_announce);
+    free(c->ev_broken);
+    free(c->ev_closed);
+    free(c->rx_buf);
+    free(c);
     return NULL;
   }
   rx_reset(c);
@@ -326,9 +336,14 @@ static void conn_free(ferry_conn_t* c) {
     free(s);
   }
   free(c->rx_place_ev);
-  free(c->ev_announce); free(c->ev_broken); free(c->ev_closed);
+  free(c->ev_announce);
+  free(c->ev_broken);
+  free(c->ev_closed);
   free(c->rx_buf);
-  if (c->prev != NULL) c->prev->next = c->next; else ctx->conns = c->next;
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    ctx->conns = c->next;
   if (c->next != NULL) c->next->prev = c->prev;
   free(c);
 }
@@ -362,8 +377,8 @@ static void conn_flush(ferry_conn_t* c) {
     if (s->iov_next == s->iov_count) {
       c->send_head = s->next;
       if (c->send_head == NULL) c->send_tail = NULL;
-      event_queue(c->ctx, s->done, FERRY_EV_SEND_DONE, FERRY_OK, c,
-                  s->done->ev.user_data, NULL);
+      event_queue(c->ctx, s->done, FERRY_EV_SEND_DONE, FERRY_OK, c, s->done->ev.user_data,
+                  NULL);
       free(s);
     }
   }
@@ -371,7 +386,9 @@ static void conn_flush(ferry_conn_t* c) {
 
 /* ---- Receiving: meta, then ARRIVAL, then payload --------------------- */
 
-static int is_inline(uint64_t length) { return length <= UDS_MAX_INLINE; }
+static int is_inline(uint64_t length) {
+  return length <= UDS_MAX_INLINE;
+}
 
 /* Non-inline bytes of the held arrival, i.e. what place/discard must read. */
 static uint64_t rx_payload_bytes(const ferry_conn_t* c) {
@@ -389,7 +406,8 @@ static uint64_t rx_payload_bytes(const ferry_conn_t* c) {
 static void conn_check_hangup(ferry_conn_t* c) {
   int queued = 0;
   if (ioctl(c->fd, FIONREAD, &queued) != 0 || (uint64_t)queued < rx_payload_bytes(c))
-    conn_fail(c, FERRY_PEER_GONE, "the peer closed the connection in the middle of a message");
+    conn_fail(c, FERRY_PEER_GONE,
+              "the peer closed the connection in the middle of a message");
   else
     c->peer_hung_up = 1;
 }
@@ -406,9 +424,11 @@ static void rx_meta_step(ferry_conn_t* c) {
       memcpy(&p, c->rx_buf, sizeof p);
       if (p.magic != UDS_WIRE_MAGIC || p.num_segments > UDS_MAX_SEGMENTS ||
           p.header_len > UDS_MAX_HEADER) {
-        snprintf(why, sizeof why, "malformed frame from the peer (magic %#x, %u "
-                 "segments, %llu-byte header)", (unsigned)p.magic,
-                 (unsigned)p.num_segments, (unsigned long long)p.header_len);
+        snprintf(why, sizeof why,
+                 "malformed frame from the peer (magic %#x, %u "
+                 "segments, %llu-byte header)",
+                 (unsigned)p.magic, (unsigned)p.num_segments,
+                 (unsigned long long)p.header_len);
         conn_fail(c, FERRY_DATA_LOSS, why);
         return;
       }
@@ -422,7 +442,8 @@ static void rx_meta_step(ferry_conn_t* c) {
       total = c->rx_header_len;
       for (i = 0; i < c->rx_nseg; i++) {
         if (c->rx_len[i] > UDS_MAX_MESSAGE - total) {
-          conn_fail(c, FERRY_DATA_LOSS, "malformed frame from the peer: "
+          conn_fail(c, FERRY_DATA_LOSS,
+                    "malformed frame from the peer: "
                     "message larger than max_message_size");
           return;
         }
@@ -455,7 +476,10 @@ static void rx_meta_step(ferry_conn_t* c) {
         s->struct_size = (uint32_t)sizeof *s;
         s->length = c->rx_len[i];
         s->device.type = FERRY_DEVICE_CPU;
-        if (is_inline(c->rx_len[i])) { s->inline_data = at; at += c->rx_len[i]; }
+        if (is_inline(c->rx_len[i])) {
+          s->inline_data = at;
+          at += c->rx_len[i];
+        }
       }
       c->rx_stage = RX_HELD;
       event_queue(c->ctx, e, FERRY_EV_ARRIVAL, FERRY_OK, c, NULL, NULL);
@@ -499,7 +523,10 @@ static void conn_read(ferry_conn_t* c) {
         c->rx_cur++;
         c->rx_done = 0;
       }
-      if (c->rx_cur == c->rx_nseg) { rx_payload_done(c); continue; }
+      if (c->rx_cur == c->rx_nseg) {
+        rx_payload_done(c);
+        continue;
+      }
       left = c->rx_len[c->rx_cur] - c->rx_done;
       if (c->rx_dest[c->rx_cur] != NULL) {
         dst = (char*)c->rx_dest[c->rx_cur] + c->rx_done;
@@ -509,7 +536,10 @@ static void conn_read(ferry_conn_t* c) {
         want = left < sizeof c->ctx->scratch ? (size_t)left : sizeof c->ctx->scratch;
       }
     } else {
-      if (c->rx_have == c->rx_need) { rx_meta_step(c); continue; }
+      if (c->rx_have == c->rx_need) {
+        rx_meta_step(c);
+        continue;
+      }
       dst = c->rx_buf + c->rx_have;
       want = c->rx_need - c->rx_have;
     }
@@ -526,8 +556,10 @@ static void conn_read(ferry_conn_t* c) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) conn_fail_errno(c, "recv", errno);
       return;
     }
-    if (c->rx_stage == RX_PAYLOAD) c->rx_done += (uint64_t)n;
-    else c->rx_have += (size_t)n;
+    if (c->rx_stage == RX_PAYLOAD)
+      c->rx_done += (uint64_t)n;
+    else
+      c->rx_have += (size_t)n;
   }
 }
 
@@ -551,7 +583,8 @@ static void listener_accept(ferry_listener_t* l) {
       continue;
     }
     c->fd = fd;
-    event_queue(l->ctx, c->ev_announce, FERRY_EV_ACCEPTED, FERRY_OK, c, l->user_data, NULL);
+    event_queue(l->ctx, c->ev_announce, FERRY_EV_ACCEPTED, FERRY_OK, c, l->user_data,
+                NULL);
     c->ev_announce = NULL;
   }
 }
@@ -573,9 +606,10 @@ static ferry_status_t ensure_private_dir(ferry_context_t* ctx, ferry_error_buf_t
   }
   if (lstat(ctx->dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
       (st.st_mode & 077) != 0) {
-    ferry_error_printf(err, "uds: %s is not a directory private to uid %u (mode 0700):"
-                       " fix or remove it, or set FERRY_UDS_DIR", ctx->dir,
-                       (unsigned)geteuid());
+    ferry_error_printf(err,
+                       "uds: %s is not a directory private to uid %u (mode 0700):"
+                       " fix or remove it, or set FERRY_UDS_DIR",
+                       ctx->dir, (unsigned)geteuid());
     return FERRY_PERMISSION_DENIED;
   }
   return FERRY_OK;
@@ -593,8 +627,8 @@ static int bind_listener(ferry_context_t* ctx, ferry_listener_t* l, const char* 
   int tries = 0, rc;
   do { /* a generated name may be taken (another context, a stale socket) */
     int n = path[0] != '\0' ? snprintf(l->path, sizeof l->path, "%s", path)
-                             : snprintf(l->path, sizeof l->path, "%s/%ld-%u.sock", ctx->dir,
-                                        (long)getpid(), ctx->next_name++);
+                            : snprintf(l->path, sizeof l->path, "%s/%ld-%u.sock",
+                                       ctx->dir, (long)getpid(), ctx->next_name++);
     if (n < 0 || n >= (int)sizeof l->path) {
       errno = ENAMETOOLONG;
       return -1;
@@ -611,13 +645,17 @@ static ferry_status_t uds_listen(ferry_context_t* ctx, const ferry_listen_args_t
   ferry_listener_t* l;
   ferry_status_t st;
   int bound, e;
-  if (args == NULL || out == NULL || !FERRY_FIELD_PRESENT(args, ferry_listen_args_t, user_data) ||
+  if (args == NULL || out == NULL ||
+      !FERRY_FIELD_PRESENT(args, ferry_listen_args_t, user_data) ||
       args->address == NULL || strlen(args->address) >= UDS_PATH_MAX) {
-    ferry_error_printf(err, "uds: listen needs an address: \"\" or a socket path shorter"
-                       " than %u bytes", (unsigned)UDS_PATH_MAX);
+    ferry_error_printf(err,
+                       "uds: listen needs an address: \"\" or a socket path shorter"
+                       " than %u bytes",
+                       (unsigned)UDS_PATH_MAX);
     return FERRY_INVALID_ARGUMENT;
   }
-  if (args->address[0] == '\0' && (st = ensure_private_dir(ctx, err)) != FERRY_OK) return st;
+  if (args->address[0] == '\0' && (st = ensure_private_dir(ctx, err)) != FERRY_OK)
+    return st;
   l = calloc(1, sizeof *l);
   if (l == NULL) {
     ferry_error_printf(err, "uds: out of memory");
@@ -642,8 +680,9 @@ static ferry_status_t uds_listen(ferry_context_t* ctx, const ferry_listen_args_t
     st = e == EADDRINUSE ? FERRY_ALREADY_EXISTS
          : e == EACCES   ? FERRY_PERMISSION_DENIED
                          : FERRY_UNAVAILABLE;
-    ferry_error_printf(err, "uds: cannot listen on %s: %s%s", l->path, strerror(e),
-                       e == EADDRINUSE ? " (in use, or a stale socket file to remove)" : "");
+    ferry_error_printf(
+        err, "uds: cannot listen on %s: %s%s", l->path, strerror(e),
+        e == EADDRINUSE ? " (in use, or a stale socket file to remove)" : "");
     if (bound) unlink(l->path);
     close(l->fd);
     free(l);
@@ -667,7 +706,10 @@ static void uds_close_listener(ferry_listener_t* l) {
   ferry_context_t* ctx = l->ctx;
   close_fd(ctx, &l->fd);
   unlink(l->path);
-  if (l->prev != NULL) l->prev->next = l->next; else ctx->listeners = l->next;
+  if (l->prev != NULL)
+    l->prev->next = l->next;
+  else
+    ctx->listeners = l->next;
   if (l->next != NULL) l->next->prev = l->prev;
   free(l);
 }
@@ -682,8 +724,10 @@ static ferry_status_t uds_connect(ferry_context_t* ctx, const ferry_connect_args
       !FERRY_FIELD_PRESENT(args, ferry_connect_args_t, user_data) ||
       args->address == NULL || args->address[0] == '\0' ||
       strlen(args->address) >= UDS_PATH_MAX) {
-    ferry_error_printf(err, "uds: connect needs a socket path of 1 to %u bytes "
-                       "(a listener's address)", (unsigned)UDS_PATH_MAX - 1);
+    ferry_error_printf(err,
+                       "uds: connect needs a socket path of 1 to %u bytes "
+                       "(a listener's address)",
+                       (unsigned)UDS_PATH_MAX - 1);
     return FERRY_INVALID_ARGUMENT;
   }
   c = conn_new(ctx);
@@ -703,7 +747,8 @@ static ferry_status_t uds_connect(ferry_context_t* ctx, const ferry_connect_args
    * EINPROGRESS; EAGAIN means the listener's backlog is full). Either way the
    * answer goes into the queue: connect() must not complete inline. */
   if (connect(c->fd, (struct sockaddr*)&sa, sizeof sa) == 0) {
-    event_queue(ctx, c->ev_announce, FERRY_EV_CONNECTED, FERRY_OK, c, args->user_data, NULL);
+    event_queue(ctx, c->ev_announce, FERRY_EV_CONNECTED, FERRY_OK, c, args->user_data,
+                NULL);
   } else {
     int e = errno;
     snprintf(c->fail_message, sizeof c->fail_message, "cannot connect to %s: %s",
@@ -763,8 +808,9 @@ static ferry_status_t uds_send(ferry_conn_t* c, const ferry_send_args_t* a,
                        (unsigned)a->num_segments, UDS_MAX_SEGMENTS);
     return FERRY_RESOURCE_EXHAUSTED;
   }
-  if ((a->num_segments > 0 && (a->segments == NULL ||
-                               a->segment_stride < FERRY_STRUCT_SIZE(ferry_segment_t, length)))) {
+  if ((a->num_segments > 0 &&
+       (a->segments == NULL ||
+        a->segment_stride < FERRY_STRUCT_SIZE(ferry_segment_t, length)))) {
     ferry_error_printf(err, "uds: %u segments (at most %u, strided by at least %u bytes)",
                        (unsigned)a->num_segments, UDS_MAX_SEGMENTS,
                        (unsigned)FERRY_STRUCT_SIZE(ferry_segment_t, length));
@@ -772,11 +818,11 @@ static ferry_status_t uds_send(ferry_conn_t* c, const ferry_send_args_t* a,
   }
   total = a->header_len;
   for (i = 0; i < a->num_segments; i++) {
-    const ferry_segment_t* seg = FERRY_ELEMENT_AT(const ferry_segment_t, a->segments,
-                                                  a->segment_stride, i);
+    const ferry_segment_t* seg =
+        FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
     if (!FERRY_FIELD_PRESENT(seg, ferry_segment_t, length)) {
-      ferry_error_printf(err, "uds: segment %u: struct_size %u is too small",
-                         (unsigned)i, (unsigned)seg->struct_size);
+      ferry_error_printf(err, "uds: segment %u: struct_size %u is too small", (unsigned)i,
+                         (unsigned)seg->struct_size);
       return FERRY_INVALID_ARGUMENT;
     }
     len[i] = seg->length;
@@ -794,10 +840,11 @@ static ferry_status_t uds_send(ferry_conn_t* c, const ferry_send_args_t* a,
     return FERRY_INVALID_ARGUMENT;
   }
   for (i = 0; i < a->num_segments; i++) {
-    const ferry_segment_t* seg = FERRY_ELEMENT_AT(const ferry_segment_t, a->segments,
-                                                  a->segment_stride, i);
+    const ferry_segment_t* seg =
+        FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
     if ((len[i] > 0 && seg->data == NULL) ||
-        (FERRY_FIELD_PRESENT(seg, ferry_segment_t, device) && !is_host_device(seg->device))) {
+        (FERRY_FIELD_PRESENT(seg, ferry_segment_t, device) &&
+         !is_host_device(seg->device))) {
       ferry_error_printf(err, "uds: segment %u: data is NULL or not in host memory",
                          (unsigned)i);
       return FERRY_INVALID_ARGUMENT;
@@ -826,7 +873,8 @@ static ferry_status_t uds_send(ferry_conn_t* c, const ferry_send_args_t* a,
   p.header_len = a->header_len;
   memcpy(s->meta, &p, sizeof p);
   memcpy(s->meta + sizeof p, len, sizeof(uint64_t) * a->num_segments);
-  if (a->header_len > 0) memcpy(s->meta + meta_len - a->header_len, a->header, a->header_len);
+  if (a->header_len > 0)
+    memcpy(s->meta + meta_len - a->header_len, a->header, a->header_len);
   s->next = NULL;
   s->iov_next = 0;
   s->iov_count = 1;
@@ -834,22 +882,26 @@ static ferry_status_t uds_send(ferry_conn_t* c, const ferry_send_args_t* a,
   s->iov[0].iov_len = meta_len;
   for (pass = 0; pass < 2; pass++) { /* inline segments first, then the rest */
     for (i = 0; i < a->num_segments; i++) {
-      const ferry_segment_t* seg = FERRY_ELEMENT_AT(const ferry_segment_t, a->segments,
-                                                    a->segment_stride, i);
+      const ferry_segment_t* seg =
+          FERRY_ELEMENT_AT(const ferry_segment_t, a->segments, a->segment_stride, i);
       if (len[i] == 0 || is_inline(len[i]) != (pass == 0)) continue;
       s->iov[s->iov_count].iov_base = (void*)seg->data; /* sendmsg only reads it */
       s->iov[s->iov_count].iov_len = (size_t)len[i];
       s->iov_count++;
     }
   }
-  if (c->send_tail != NULL) c->send_tail->next = s; else c->send_head = s;
+  if (c->send_tail != NULL)
+    c->send_tail->next = s;
+  else
+    c->send_head = s;
   c->send_tail = s;
   conn_update_epoll(c); /* EPOLLOUT: progress() will write it */
   return FERRY_OK;
 }
 
 /* Checks that msg_id names the arrival this connection is holding. */
-static ferry_status_t check_held(ferry_conn_t* c, uint64_t msg_id, ferry_error_buf_t* err) {
+static ferry_status_t check_held(ferry_conn_t* c, uint64_t msg_id,
+                                 ferry_error_buf_t* err) {
   if (c->state == CONN_CLOSING) {
     ferry_error_printf(err, "uds: connection is closing");
     return FERRY_FAILED_PRECONDITION;
@@ -873,21 +925,25 @@ static ferry_status_t uds_place(ferry_conn_t* c, const ferry_place_args_t* a,
   }
   if ((st = check_held(c, a->msg_id, err)) != FERRY_OK) return st;
   if (a->num_dests != c->rx_nseg ||
-      (c->rx_nseg > 0 && (a->dests == NULL ||
-                          a->dest_stride < FERRY_STRUCT_SIZE(ferry_place_dest_t, capacity)))) {
+      (c->rx_nseg > 0 &&
+       (a->dests == NULL ||
+        a->dest_stride < FERRY_STRUCT_SIZE(ferry_place_dest_t, capacity)))) {
     ferry_error_printf(err, "uds: place gave %u destinations for %u segments",
                        (unsigned)a->num_dests, (unsigned)c->rx_nseg);
     return FERRY_INVALID_ARGUMENT;
   }
   for (i = 0; i < c->rx_nseg; i++) { /* check everything before changing anything */
-    const ferry_place_dest_t* d = FERRY_ELEMENT_AT(const ferry_place_dest_t, a->dests,
-                                                   a->dest_stride, i);
+    const ferry_place_dest_t* d =
+        FERRY_ELEMENT_AT(const ferry_place_dest_t, a->dests, a->dest_stride, i);
     if (is_inline(c->rx_len[i]) || d->data == NULL) continue; /* host copies / drop */
     if (d->capacity < c->rx_len[i] ||
-        (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) && !is_host_device(d->device))) {
-      ferry_error_printf(err, "uds: destination %u holds %llu bytes (segment has %llu)"
-                         " or is not host memory", (unsigned)i,
-                         (unsigned long long)d->capacity, (unsigned long long)c->rx_len[i]);
+        (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) &&
+         !is_host_device(d->device))) {
+      ferry_error_printf(err,
+                         "uds: destination %u holds %llu bytes (segment has %llu)"
+                         " or is not host memory",
+                         (unsigned)i, (unsigned long long)d->capacity,
+                         (unsigned long long)c->rx_len[i]);
       return FERRY_INVALID_ARGUMENT;
     }
   }
@@ -898,7 +954,8 @@ static ferry_status_t uds_place(ferry_conn_t* c, const ferry_place_args_t* a,
   }
   done->ev.user_data = a->user_data;
   for (i = 0; i < c->rx_nseg; i++)
-    c->rx_dest[i] = FERRY_ELEMENT_AT(const ferry_place_dest_t, a->dests, a->dest_stride, i)->data;
+    c->rx_dest[i] =
+        FERRY_ELEMENT_AT(const ferry_place_dest_t, a->dests, a->dest_stride, i)->data;
   c->rx_place_ev = done;
   c->rx_cur = 0;
   c->rx_done = 0;
@@ -909,7 +966,8 @@ static ferry_status_t uds_place(ferry_conn_t* c, const ferry_place_args_t* a,
   return FERRY_OK;
 }
 
-static ferry_status_t uds_discard(ferry_conn_t* c, uint64_t msg_id, ferry_error_buf_t* err) {
+static ferry_status_t uds_discard(ferry_conn_t* c, uint64_t msg_id,
+                                  ferry_error_buf_t* err) {
   ferry_status_t st = check_held(c, msg_id, err);
   uint32_t i;
   if (st != FERRY_OK) return st;
@@ -952,8 +1010,8 @@ static void uds_close(ferry_conn_t* c) {
     prev = e;
     link = &e->next;
   }
-  if (c->state == CONN_OPEN) conn_complete_pending(c, FERRY_CANCELLED,
-                                                   "connection closed by the host");
+  if (c->state == CONN_OPEN)
+    conn_complete_pending(c, FERRY_CANCELLED, "connection closed by the host");
   rx_reset(c);
   c->state = CONN_CLOSING;
   event_queue(ctx, c->ev_closed, FERRY_EV_CLOSED, FERRY_OK, c, NULL, NULL);
@@ -967,7 +1025,8 @@ static ferry_status_t uds_progress(ferry_context_t* ctx, ferry_progress_args_t* 
   size_t size;
   int n, i;
   if (a == NULL || !FERRY_FIELD_PRESENT(a, ferry_progress_args_t, num_events) ||
-      (a->max_events > 0 && (a->events == NULL || a->event_stride < FERRY_EVENT_STRUCT_SIZE)))
+      (a->max_events > 0 &&
+       (a->events == NULL || a->event_stride < FERRY_EVENT_STRUCT_SIZE)))
     return FERRY_INVALID_ARGUMENT;
   a->num_events = 0;
   event_free_list(ctx->retired); /* their messages were valid until now */
@@ -1027,7 +1086,8 @@ static ferry_status_t uds_progress(ferry_context_t* ctx, ferry_progress_args_t* 
 /* Reads the plugin parameter `key` (ferry settings, or FERRY_UDS_<KEY>).
  * Returns 0 when it is unset or empty. */
 static int get_param(const char* key, char* buf, size_t len) {
-  return g_host != NULL && FERRY_FIELD_PRESENT(g_host, ferry_host_services_t, get_param) &&
+  return g_host != NULL &&
+         FERRY_FIELD_PRESENT(g_host, ferry_host_services_t, get_param) &&
          g_host->get_param != NULL &&
          g_host->get_param(g_host->host_ctx, UDS_NAME, key, buf, len) > 0;
 }
@@ -1060,7 +1120,8 @@ static ferry_status_t uds_init(const ferry_init_args_t* args, ferry_context_t** 
   memset(&ev, 0, sizeof ev);
   ev.events = EPOLLIN;
   ev.data.ptr = NULL;
-  if (ctx->epfd < 0 || ctx->evfd < 0 || epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->evfd, &ev) != 0) {
+  if (ctx->epfd < 0 || ctx->evfd < 0 ||
+      epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->evfd, &ev) != 0) {
     ferry_error_printf(err, "uds: epoll/eventfd: %s", strerror(errno));
     if (ctx->epfd >= 0) close(ctx->epfd);
     if (ctx->evfd >= 0) close(ctx->evfd);
@@ -1082,8 +1143,8 @@ static ferry_status_t uds_init(const ferry_init_args_t* args, ferry_context_t** 
   }
   snprintf(ctx->description, sizeof ctx->description,
            "Unix domain sockets, the example C plugin (sockets in %s)", ctx->dir);
-  LOG(FERRY_LOG_DEBUG, "context %s: %s", args != NULL && args->instance ? args->instance : "",
-      ctx->description);
+  LOG(FERRY_LOG_DEBUG, "context %s: %s",
+      args != NULL && args->instance ? args->instance : "", ctx->description);
   *out = ctx;
   return FERRY_OK;
 }
@@ -1142,10 +1203,11 @@ static const ferry_transport_vtable_t uds_vtable = {
     .close = uds_close,
 };
 
-FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(ferry_negotiate_args_t* args) {
-  ferry_status_t st = ferry_plugin_negotiate(args, UDS_NAME, UDS_VERSION, UDS_ABI_MINOR_MIN,
-                                             UDS_ABI_MINOR_MAX, FERRY_FEATURE_MULTI_CONTEXT,
-                                             &uds_vtable);
+FERRY_TRANSPORT_EXPORT ferry_status_t
+ferry_transport_negotiate(ferry_negotiate_args_t* args) {
+  ferry_status_t st =
+      ferry_plugin_negotiate(args, UDS_NAME, UDS_VERSION, UDS_ABI_MINOR_MIN,
+                             UDS_ABI_MINOR_MAX, FERRY_FEATURE_MULTI_CONTEXT, &uds_vtable);
   if (st == FERRY_OK) g_host = args->host;
   return st;
 }

@@ -75,19 +75,22 @@ int RunWorker(const std::string& name, const std::string& store, const std::stri
     c.Reply();
   });
   // Look at an RRef's value (to_here), optionally pass it on (a fork).
-  w.Register("peek_and_pass", [name, self](ferry::Call& c, ferry::Message args) {
-    ferry::RRef r = args.TakeRRef(0);
-    const std::string next(args.bytes());
-    Say(name, "got an RRef owned by worker #" + std::to_string(r.owner_id()) +
-                  "; to_here() = " + std::string(r.ToHere().bytes()));
-    if (!next.empty()) {
-      Say(name, "passing it on to " + next);
-      ferry::Payload p;
-      p.Ref(r);
-      self->RpcSync(next, "peek_and_pass", std::move(p));
-    }
-    c.Reply();
-  }, FERRY_HANDLER_MAY_BLOCK);
+  w.Register(
+      "peek_and_pass",
+      [name, self](ferry::Call& c, ferry::Message args) {
+        ferry::RRef r = args.TakeRRef(0);
+        const std::string next(args.bytes());
+        Say(name, "got an RRef owned by worker #" + std::to_string(r.owner_id()) +
+                      "; to_here() = " + std::string(r.ToHere().bytes()));
+        if (!next.empty()) {
+          Say(name, "passing it on to " + next);
+          ferry::Payload p;
+          p.Ref(r);
+          self->RpcSync(next, "peek_and_pass", std::move(p));
+        }
+        c.Reply();
+      },
+      FERRY_HANDLER_MAY_BLOCK);
   Say(name, "joined as worker #" + std::to_string(w.id()) + " over '" + transport + "'");
   char buf[64];
   while (read(0, buf, sizeof buf) > 0) {
@@ -110,8 +113,8 @@ Child Spawn(const char* self, const std::string& name, const std::string& store,
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, p[0], 0);
-  std::vector<std::string> args = {self, "--worker", name, "--store", store,
-                                   "--job", job, "--transport", transport};
+  std::vector<std::string> args = {self,    "--worker", name,          "--store", store,
+                                   "--job", job,        "--transport", transport};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -138,15 +141,20 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> opt;
   for (int i = 1; i + 1 < argc; i += 2) opt[argv[i]] = argv[i + 1];
   const std::string transport = opt.count("--transport") ? opt["--transport"] : "tcp";
-  const std::string job = opt.count("--job") ? opt["--job"] : "demo-" + std::to_string(getpid());
-  if (opt.count("--worker")) return RunWorker(opt["--worker"], opt["--store"], job, transport);
+  const std::string job =
+      opt.count("--job") ? opt["--job"] : "demo-" + std::to_string(getpid());
+  if (opt.count("--worker"))
+    return RunWorker(opt["--worker"], opt["--store"], job, transport);
 
   // A job secret for this run, handed to the workers it starts (a real job
   // would use FERRY_SECRET_FILE).
-  if (std::getenv("FERRY_SECRET") == nullptr && std::getenv("FERRY_SECRET_FILE") == nullptr) {
-    setenv("FERRY_SECRET", ("demo-" + std::to_string(getpid()) + "-" +
-                            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()))
-                               .c_str(), 1);
+  if (std::getenv("FERRY_SECRET") == nullptr &&
+      std::getenv("FERRY_SECRET_FILE") == nullptr) {
+    setenv("FERRY_SECRET",
+           ("demo-" + std::to_string(getpid()) + "-" +
+            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()))
+               .c_str(),
+           1);
   }
   try {
     std::printf("ferry demo: workers on this machine over transport '%s'\n\n",
@@ -159,8 +167,9 @@ int main(int argc, char** argv) {
     o.host_store = true;
     ferry::Worker me(o);
     me.OnMembership([](const ferry::MemberView& m) {
-      Say("coordinator", "membership: '" + m.name + "' (#" + std::to_string(m.id) + ", incarnation " +
-                             std::to_string(m.incarnation) + ") " + StateName(m.state));
+      Say("coordinator", "membership: '" + m.name + "' (#" + std::to_string(m.id) +
+                             ", incarnation " + std::to_string(m.incarnation) + ") " +
+                             StateName(m.state));
     });
     Say("coordinator", "hosting the job's store at " + me.store_address());
 
@@ -171,10 +180,12 @@ int main(int argc, char** argv) {
     me.WaitForWorkers(4, 20000ms);
     Section("calls by name");
     for (const char* name : {"alice", "bob", "carol"}) {
-      Say("coordinator", std::string(me.RpcSync(name, "greet", ferry::Payload("coordinator")).bytes()));
+      Say("coordinator",
+          std::string(me.RpcSync(name, "greet", ferry::Payload("coordinator")).bytes()));
     }
     for (const auto& m : me.Members()) {
-      if (m.name != "coordinator") Say("coordinator", "'" + m.name + "' is reached over " + m.transport);
+      if (m.name != "coordinator")
+        Say("coordinator", "'" + m.name + "' is reached over " + m.transport);
     }
 
     Section("an RRef owned by bob, shared coordinator -> alice -> carol");
@@ -197,7 +208,9 @@ int main(int argc, char** argv) {
     Leave(kids["carol"]);
     kids.erase("carol");
     kids["dave"] = Spawn(argv[0], "dave", me.store_address(), job, transport);
-    Say("coordinator", std::string(me.RpcSync("dave", "greet", ferry::Payload("coordinator"), 20000ms).bytes()));
+    Say("coordinator",
+        std::string(
+            me.RpcSync("dave", "greet", ferry::Payload("coordinator"), 20000ms).bytes()));
     try {
       me.RpcSync("carol", "greet", ferry::Payload("x"), 2000ms);
     } catch (const ferry::Error& e) {

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
       if (st == FERRY_OK) {
         listed.push_back(index);
       } else {
-        std::fprintf(stderr, "ferry info: %s\n", StatusText(st, ferry_last_error()).c_str());
+        std::fprintf(stderr, "ferry info: %s\n",
+                     StatusText(st, ferry_last_error()).c_str());
         rc = 1;
       }
     }

@@ -32,7 +32,8 @@ Report Read(ferry_inventory_t* inventory, const std::vector<uint32_t>& indices) 
   for (uint32_t i : indices) {
     ferry_plugin_info_t info{};
     info.struct_size = FERRY_PLUGIN_INFO_STRUCT_SIZE;
-    if (ferry_inventory_plugin(inventory, i, &info) == FERRY_OK) report.plugins.push_back(info);
+    if (ferry_inventory_plugin(inventory, i, &info) == FERRY_OK)
+      report.plugins.push_back(info);
   }
   for (uint32_t i = 0, n = ferry_inventory_num_failures(inventory); i < n; ++i) {
     ferry_load_failure_t failure{};
@@ -52,30 +53,33 @@ std::string FormatText(const Report& report) {
   for (uint32_t i = 0; i < s.num_dirs; ++i) out << (i ? ":" : "") << s.dirs[i];
   const std::string filter = s.filter;
   out << "\n  filter:      "
-      << (filter.empty() ? "(none; FERRY_TRANSPORTS unset)" : "FERRY_TRANSPORTS=" + filter)
-      << "\n  host ABI:    " << s.abi_major << "." << s.abi_minor_min << " - " << s.abi_major
-      << "." << s.abi_minor_max << "\n\n";
+      << (filter.empty() ? "(none; FERRY_TRANSPORTS unset)"
+                         : "FERRY_TRANSPORTS=" + filter)
+      << "\n  host ABI:    " << s.abi_major << "." << s.abi_minor_min << " - "
+      << s.abi_major << "." << s.abi_minor_max << "\n\n";
   if (report.plugins.empty()) out << "No plugin loaded.\n\n";
   for (const ferry_plugin_info_t& p : report.plugins) {
     const std::string version = p.version;
     out << p.name << "  (version " << (version.empty() ? "?" : version) << ")\n";
     out << "  file          " << p.path << "\n";
-    out << "  ABI           " << p.abi_major << "." << p.abi_minor << " chosen; plugin supports "
-        << p.abi_major << "." << p.plugin_minor_min << " - " << p.abi_major << "."
-        << p.plugin_minor_max << "\n";
+    out << "  ABI           " << p.abi_major << "." << p.abi_minor
+        << " chosen; plugin supports " << p.abi_major << "." << p.plugin_minor_min
+        << " - " << p.abi_major << "." << p.plugin_minor_max << "\n";
     if (!p.usable) {
       out << "  usable        no: " << p.unusable_reason << "\n\n";
       continue;
     }
     const std::string domain = p.domain, description = p.description;
     out << "  usable        yes\n";
-    out << "  capabilities  " << Join(Strings(p.capability_names, p.num_capability_names)) << "\n";
-    out << "  memory kinds  " << Join(Strings(p.memory_kind_names, p.num_memory_kind_names))
+    out << "  capabilities  " << Join(Strings(p.capability_names, p.num_capability_names))
         << "\n";
+    out << "  memory kinds  "
+        << Join(Strings(p.memory_kind_names, p.num_memory_kind_names)) << "\n";
     out << "  limits        message " << Bytes(p.max_message_size) << ", header "
         << Bytes(p.max_header_size) << ", inline " << Bytes(p.max_inline_size) << ", "
         << p.max_segments << " segments\n";
-    out << "  domain        " << (domain.empty() ? "(any: reachable from every host)" : domain) << "\n";
+    out << "  domain        "
+        << (domain.empty() ? "(any: reachable from every host)" : domain) << "\n";
     out << "  priority      " << p.priority << "\n";
     if (!description.empty()) out << "  description   " << description << "\n";
     out << "\n";
@@ -86,8 +90,8 @@ std::string FormatText(const Report& report) {
     out << "Failed load attempts:\n";
     for (const ferry_load_failure_t& f : report.failures) {
       const std::string name = f.name;
-      out << "  " << f.path << (name.empty() ? "" : " (" + name + ")") << "\n      " << f.reason
-          << "\n";
+      out << "  " << f.path << (name.empty() ? "" : " (" + name + ")") << "\n      "
+          << f.reason << "\n";
     }
   }
   return out.str();
@@ -107,9 +111,11 @@ nlohmann::json FormatJson(const Report& report) {
         {"name", p.name},
         {"version", p.version},
         {"file", p.path},
-        {"abi", {{"major", p.abi_major}, {"minor", p.abi_minor},
-                 {"plugin_minor_min", p.plugin_minor_min},
-                 {"plugin_minor_max", p.plugin_minor_max}}},
+        {"abi",
+         {{"major", p.abi_major},
+          {"minor", p.abi_minor},
+          {"plugin_minor_min", p.plugin_minor_min},
+          {"plugin_minor_max", p.plugin_minor_max}}},
         {"usable", p.usable != 0},
     };
     if (!p.usable) {

@@ -74,7 +74,8 @@ TEST(Inventory, LoadAllSaysWhatTcpOffers) {
 
 TEST(Inventory, AnOlderCallerGetsOnlyTheFieldsItKnows) {
   Inventory inv = Open(FERRY_TEST_PLUGIN_DIR, nullptr);
-  ASSERT_EQ(ferry_inventory_load(inv.get(), "tcp", nullptr), FERRY_OK) << ferry_last_error();
+  ASSERT_EQ(ferry_inventory_load(inv.get(), "tcp", nullptr), FERRY_OK)
+      << ferry_last_error();
   ferry_plugin_info_t p;
   std::memset(&p, 0xab, sizeof p);
   const uint32_t older = FERRY_STRUCT_SIZE(ferry_plugin_info_t, path);
@@ -96,7 +97,8 @@ TEST(Inventory, AnOlderCallerGetsOnlyTheFieldsItKnows) {
 TEST(Inventory, AFileLoadedAgainKeepsItsPlace) {
   Inventory inv = Open(FERRY_TEST_PLUGIN_DIR, nullptr);
   uint32_t first = 7, again = 7;
-  ASSERT_EQ(ferry_inventory_load(inv.get(), "tcp", &first), FERRY_OK) << ferry_last_error();
+  ASSERT_EQ(ferry_inventory_load(inv.get(), "tcp", &first), FERRY_OK)
+      << ferry_last_error();
   const std::string path = std::string(FERRY_TEST_PLUGIN_DIR) + "/libferry-tcp.so";
   ASSERT_EQ(ferry_inventory_load(inv.get(), path.c_str(), &again), FERRY_OK);
   EXPECT_EQ(first, 0u);

@@ -45,27 +45,28 @@ extern "C" {
 typedef int32_t ferry_status_t;
 
 #define FERRY_OK 0
-#define FERRY_CANCELLED 1            /* the operation was cancelled (close) */
+#define FERRY_CANCELLED 1 /* the operation was cancelled (close) */
 #define FERRY_UNKNOWN 2
-#define FERRY_INVALID_ARGUMENT 3     /* bad input: nothing was posted */
+#define FERRY_INVALID_ARGUMENT 3 /* bad input: nothing was posted */
 #define FERRY_DEADLINE_EXCEEDED 4
 #define FERRY_NOT_FOUND 5
 #define FERRY_ALREADY_EXISTS 6
 #define FERRY_PERMISSION_DENIED 7
-#define FERRY_RESOURCE_EXHAUSTED 8   /* over a limit (message size, memory) */
-#define FERRY_FAILED_PRECONDITION 9  /* wrong state (e.g. already closed) */
+#define FERRY_RESOURCE_EXHAUSTED 8  /* over a limit (message size, memory) */
+#define FERRY_FAILED_PRECONDITION 9 /* wrong state (e.g. already closed) */
 #define FERRY_ABORTED 10
 #define FERRY_OUT_OF_RANGE 11
-#define FERRY_UNIMPLEMENTED 12       /* the plugin does not offer this */
-#define FERRY_INTERNAL 13            /* a plugin bug, or a C++ exception */
-#define FERRY_UNAVAILABLE 14         /* temporarily unable: retry later.
-                                        From a post: back-pressure, call
-                                        progress() and post again. From init:
-                                        this transport cannot run here. */
+#define FERRY_UNIMPLEMENTED 12 /* the plugin does not offer this */
+#define FERRY_INTERNAL 13      /* a plugin bug, or a C++ exception */
+#define FERRY_UNAVAILABLE                     \
+  14 /* temporarily unable: retry later.      \
+        From a post: back-pressure, call      \
+        progress() and post again. From init: \
+        this transport cannot run here. */
 #define FERRY_DATA_LOSS 15
 #define FERRY_UNAUTHENTICATED 16
-#define FERRY_PEER_GONE 100          /* the remote side closed or died */
-#define FERRY_INCOMPATIBLE 101       /* no common ABI / wire version */
+#define FERRY_PEER_GONE 100    /* the remote side closed or died */
+#define FERRY_INCOMPATIBLE 101 /* no common ABI / wire version */
 
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                   */
@@ -79,10 +80,10 @@ typedef struct ferry_device {
   int32_t id;
 } ferry_device_t;
 
-#define FERRY_DEVICE_CPU 1          /* kDLCPU */
-#define FERRY_DEVICE_CUDA 2         /* kDLCUDA */
-#define FERRY_DEVICE_CUDA_HOST 3    /* kDLCUDAHost: pinned host memory */
-#define FERRY_DEVICE_ROCM 10        /* kDLROCM */
+#define FERRY_DEVICE_CPU 1           /* kDLCPU */
+#define FERRY_DEVICE_CUDA 2          /* kDLCUDA */
+#define FERRY_DEVICE_CUDA_HOST 3     /* kDLCUDAHost: pinned host memory */
+#define FERRY_DEVICE_ROCM 10         /* kDLROCM */
 #define FERRY_DEVICE_CUDA_MANAGED 13 /* kDLCUDAManaged */
 
 /* ------------------------------------------------------------------------ */

@@ -24,8 +24,8 @@
 #ifndef FERRY_FERRY_H_
 #define FERRY_FERRY_H_
 
-#include <ferry/common.h>
 #include <dlpack/dlpack.h>
+#include <ferry/common.h>
 
 #include <stdint.h>
 
@@ -59,10 +59,10 @@ const char* ferry_status_name(ferry_status_t code);
 /* ------------------------------------------------------------------------ */
 
 typedef struct ferry_worker_options {
-  uint32_t struct_size;      /* FERRY_WORKER_OPTIONS_STRUCT_SIZE */
-  uint32_t flags;            /* FERRY_WORKER_* */
-  const char* name;          /* borrowed: unique among live workers */
-  const char* job;           /* borrowed: NULL = FERRY_JOB or "default" */
+  uint32_t struct_size; /* FERRY_WORKER_OPTIONS_STRUCT_SIZE */
+  uint32_t flags;       /* FERRY_WORKER_* */
+  const char* name;     /* borrowed: unique among live workers */
+  const char* job;      /* borrowed: NULL = FERRY_JOB or "default" */
   /* borrowed: a plugin name ("tcp", "shm", ...), a comma list in preference
    * order, or "auto" (every plugin found; per peer the highest priority one
    * both share in one domain). NULL = FERRY_TRANSPORT or "tcp". */
@@ -104,8 +104,8 @@ const char* ferry_worker_name(const ferry_worker_t* w);
 const char* ferry_worker_store_address(const ferry_worker_t* w);
 
 #define FERRY_MEMBER_ALIVE 1
-#define FERRY_MEMBER_LEFT 2  /* left gracefully */
-#define FERRY_MEMBER_GONE 3  /* died, or stopped answering heartbeats */
+#define FERRY_MEMBER_LEFT 2 /* left gracefully */
+#define FERRY_MEMBER_GONE 3 /* died, or stopped answering heartbeats */
 
 typedef struct ferry_member {
   uint32_t struct_size;
@@ -123,8 +123,7 @@ typedef struct ferry_member {
 ferry_status_t ferry_worker_members(ferry_worker_t* w, ferry_member_t* out,
                                     uint32_t capacity, uint32_t* count);
 /* Waits until at least `n` workers (this one included) are alive. */
-ferry_status_t ferry_wait_for_workers(ferry_worker_t* w, uint32_t n,
-                                      uint32_t timeout_ms);
+ferry_status_t ferry_wait_for_workers(ferry_worker_t* w, uint32_t n, uint32_t timeout_ms);
 
 /* Called when a member joins, leaves or is gone. Runs on a ferry thread;
  * must not block (no waits on futures). */
@@ -138,9 +137,9 @@ ferry_status_t ferry_on_membership(ferry_worker_t* w, ferry_member_fn fn,
 
 /* What a call carries, either way: bytes, tensors and RRefs. */
 typedef struct ferry_payload {
-  uint32_t struct_size;     /* FERRY_PAYLOAD_STRUCT_SIZE */
+  uint32_t struct_size; /* FERRY_PAYLOAD_STRUCT_SIZE */
   uint32_t num_tensors;
-  const void* bytes;        /* borrowed for the call (copied) */
+  const void* bytes; /* borrowed for the call (copied) */
   uint64_t num_bytes;
   /* taken: each tensor's deleter runs exactly once, once sent (or at once
    * when the call fails). Contiguous (strides NULL or compact), on a device
@@ -181,9 +180,8 @@ typedef void (*ferry_handler_fn)(void* user_data, ferry_call_t* call,
  * received the call, which is the fastest path and must not block. */
 #define FERRY_HANDLER_MAY_BLOCK ((uint32_t)1 << 0)
 
-ferry_status_t ferry_register(ferry_worker_t* w, const char* name,
-                              ferry_handler_fn fn, void* user_data,
-                              uint32_t flags);
+ferry_status_t ferry_register(ferry_worker_t* w, const char* name, ferry_handler_fn fn,
+                              void* user_data, uint32_t flags);
 
 /* Answer a call. `result` may be NULL (empty). Returns FERRY_FAILED_PRECONDITION
  * if the call was answered already. Either frees `call`. */
@@ -197,19 +195,19 @@ const char* ferry_call_caller_name(const ferry_call_t* call);
 /* Target a worker by name ("worker1") or by id ("#3"). A name not known
  * yet is waited for within the call's timeout (a worker may join late).
  * timeout_ms 0 = the worker's default. */
-ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to,
-                               const char* function, const ferry_payload_t* args,
-                               uint32_t timeout_ms, ferry_future_t** out);
+ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to, const char* function,
+                               const ferry_payload_t* args, uint32_t timeout_ms,
+                               ferry_future_t** out);
 /* rpc_async + wait. On success *result is owned by the caller. On a remote
  * failure the status and message are the remote ones. */
-ferry_status_t ferry_rpc_sync(ferry_worker_t* w, const char* to,
-                              const char* function, const ferry_payload_t* args,
-                              uint32_t timeout_ms, ferry_message_t** result);
+ferry_status_t ferry_rpc_sync(ferry_worker_t* w, const char* to, const char* function,
+                              const ferry_payload_t* args, uint32_t timeout_ms,
+                              ferry_message_t** result);
 /* Runs `function` on `to` and keeps its result there; returns at once with
  * a UserRRef (owner `to`). The function's failure surfaces in to_here. */
-ferry_status_t ferry_remote(ferry_worker_t* w, const char* to,
-                            const char* function, const ferry_payload_t* args,
-                            uint32_t timeout_ms, ferry_rref_t** out);
+ferry_status_t ferry_remote(ferry_worker_t* w, const char* to, const char* function,
+                            const ferry_payload_t* args, uint32_t timeout_ms,
+                            ferry_rref_t** out);
 
 /* ------------------------------------------------------------------------ */
 /* Futures                                                                   */
@@ -231,8 +229,7 @@ ferry_status_t ferry_future_take(ferry_future_t* f, ferry_message_t** out);
  * released before fn has run (fn receives it). A waiter may see the future
  * done just before its continuations have run. */
 typedef void (*ferry_future_fn)(void* user_data, ferry_future_t* f);
-ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn,
-                                 void* user_data);
+ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn, void* user_data);
 void ferry_future_release(ferry_future_t* f);
 
 /* ------------------------------------------------------------------------ */
@@ -257,12 +254,11 @@ ferry_status_t ferry_rref_to_here(ferry_rref_t* r, uint32_t timeout_ms,
  * writable in place (borrowed while the RRef lives); the tensors' data can
  * be written in place too. FERRY_FAILED_PRECONDITION on a user. Waits up to
  * timeout_ms for a remote() result still being computed. */
-ferry_status_t ferry_rref_local_value(ferry_rref_t* r, uint32_t timeout_ms,
-                                      void** bytes, uint64_t* num_bytes,
-                                      DLTensor** tensors, uint32_t* num_tensors);
+ferry_status_t ferry_rref_local_value(ferry_rref_t* r, uint32_t timeout_ms, void** bytes,
+                                      uint64_t* num_bytes, DLTensor** tensors,
+                                      uint32_t* num_tensors);
 /* Owner only: replaces the value. */
-ferry_status_t ferry_rref_set_local_value(ferry_rref_t* r,
-                                          const ferry_payload_t* value);
+ferry_status_t ferry_rref_set_local_value(ferry_rref_t* r, const ferry_payload_t* value);
 void ferry_rref_release(ferry_rref_t* r);
 
 /* ------------------------------------------------------------------------ */
@@ -272,11 +268,11 @@ void ferry_rref_release(ferry_rref_t* r);
 typedef struct ferry_worker_stats {
   uint32_t struct_size;
   uint32_t reserved;
-  uint64_t owned_rrefs;       /* OwnerRRefs alive here */
-  uint64_t user_rrefs;        /* UserRRefs alive here (incl. awaiting delete) */
-  uint64_t pending_children;  /* forks sent, not yet confirmed (G2) */
-  uint64_t pending_controls;  /* RRef control messages not yet acknowledged */
-  uint64_t pending_calls;     /* calls sent, not answered */
+  uint64_t owned_rrefs;         /* OwnerRRefs alive here */
+  uint64_t user_rrefs;          /* UserRRefs alive here (incl. awaiting delete) */
+  uint64_t pending_children;    /* forks sent, not yet confirmed (G2) */
+  uint64_t pending_controls;    /* RRef control messages not yet acknowledged */
+  uint64_t pending_calls;       /* calls sent, not answered */
   uint64_t refused_connections; /* bad secret, wrong job, ... */
 } ferry_worker_stats_t;
 #define FERRY_WORKER_STATS_STRUCT_SIZE \
@@ -328,10 +324,10 @@ void ferry_inventory_release(ferry_inventory_t* inv);
 
 /* Where the inventory looks for plugins. */
 typedef struct ferry_inventory_search {
-  uint32_t struct_size;       /* FERRY_INVENTORY_SEARCH_STRUCT_SIZE */
+  uint32_t struct_size; /* FERRY_INVENTORY_SEARCH_STRUCT_SIZE */
   uint32_t num_dirs;
-  const char* const* dirs;    /* num_dirs directories, searched in order */
-  const char* filter;         /* FERRY_TRANSPORTS ("" when unset) */
+  const char* const* dirs; /* num_dirs directories, searched in order */
+  const char* filter;      /* FERRY_TRANSPORTS ("" when unset) */
   /* The transport ABI window the host offers a plugin. */
   uint32_t abi_major;
   uint32_t abi_minor_min;
@@ -346,25 +342,25 @@ ferry_status_t ferry_inventory_get_search(const ferry_inventory_t* inv,
 
 /* One loaded plugin. */
 typedef struct ferry_plugin_info {
-  uint32_t struct_size;       /* FERRY_PLUGIN_INFO_STRUCT_SIZE */
-  int32_t usable;             /* 1: a context opens here; 0: see
-                                 unusable_reason */
-  const char* name;           /* "tcp" */
-  const char* version;        /* the plugin's own version ("" if none) */
-  const char* path;           /* the file loaded */
+  uint32_t struct_size; /* FERRY_PLUGIN_INFO_STRUCT_SIZE */
+  int32_t usable;       /* 1: a context opens here; 0: see
+                           unusable_reason */
+  const char* name;     /* "tcp" */
+  const char* version;  /* the plugin's own version ("" if none) */
+  const char* path;     /* the file loaded */
   /* Transport ABI: the major, the minor negotiated, and the window of
    * minors the plugin supports. */
   uint32_t abi_major;
   uint32_t abi_minor;
   uint32_t plugin_minor_min;
   uint32_t plugin_minor_max;
-  uint64_t features;          /* FERRY_FEATURE_* bits */
+  uint64_t features;           /* FERRY_FEATURE_* bits */
   const char* unusable_reason; /* why no context opens here ("" if usable):
                                   "UNAVAILABLE: ..." */
   /* The rest is what a context said about itself; 0, "" or empty when the
    * plugin is not usable. */
-  uint64_t caps;              /* FERRY_CAP_* bits */
-  uint64_t memory_kinds;      /* FERRY_MEM_* bits */
+  uint64_t caps;         /* FERRY_CAP_* bits */
+  uint64_t memory_kinds; /* FERRY_MEM_* bits */
   /* The names of the bits set in caps ("wakeup_fd", "ordered", ...) and in
    * memory_kinds ("host", "cuda", ...); a bit this library has no name for
    * reads "bit<N>". */
@@ -372,18 +368,17 @@ typedef struct ferry_plugin_info {
   const char* const* memory_kind_names;
   uint32_t num_capability_names;
   uint32_t num_memory_kind_names;
-  uint64_t max_message_size;  /* header + all segments, bytes */
-  uint64_t max_inline_size;   /* segments up to this size may arrive inline */
+  uint64_t max_message_size; /* header + all segments, bytes */
+  uint64_t max_inline_size;  /* segments up to this size may arrive inline */
   uint32_t max_header_size;
-  uint32_t max_segments;      /* segments per message */
-  int32_t priority;           /* routing preference: higher wins */
+  uint32_t max_segments; /* segments per message */
+  int32_t priority;      /* routing preference: higher wins */
   uint32_t reserved;
   /* Who the context can reach; "" means every host (as for tcp). */
   const char* domain;
-  const char* description;    /* one line: provider, mode, limits */
+  const char* description; /* one line: provider, mode, limits */
 } ferry_plugin_info_t;
-#define FERRY_PLUGIN_INFO_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_plugin_info_t, description)
+#define FERRY_PLUGIN_INFO_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_plugin_info_t, description)
 
 /* The loaded plugins, in the order they were loaded. The first query of a
  * plugin opens one context of it (and closes it again) to learn whether it
@@ -394,19 +389,18 @@ ferry_status_t ferry_inventory_plugin(ferry_inventory_t* inv, uint32_t i,
 
 /* One load attempt that failed. */
 typedef struct ferry_load_failure {
-  uint32_t struct_size;       /* FERRY_LOAD_FAILURE_STRUCT_SIZE */
+  uint32_t struct_size; /* FERRY_LOAD_FAILURE_STRUCT_SIZE */
   uint32_t reserved;
-  const char* path;           /* the file tried */
-  const char* name;           /* the plugin's name, "" if it never said */
-  const char* reason;         /* what went wrong and what to do */
+  const char* path;   /* the file tried */
+  const char* name;   /* the plugin's name, "" if it never said */
+  const char* reason; /* what went wrong and what to do */
 } ferry_load_failure_t;
-#define FERRY_LOAD_FAILURE_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_load_failure_t, reason)
+#define FERRY_LOAD_FAILURE_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_load_failure_t, reason)
 
 /* The failed load attempts, in the order they were made. */
 uint32_t ferry_inventory_num_failures(const ferry_inventory_t* inv);
-ferry_status_t ferry_inventory_failure(const ferry_inventory_t* inv,
-                                       uint32_t i, ferry_load_failure_t* out);
+ferry_status_t ferry_inventory_failure(const ferry_inventory_t* inv, uint32_t i,
+                                       ferry_load_failure_t* out);
 
 #ifdef __cplusplus
 }

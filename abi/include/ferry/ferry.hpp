@@ -57,7 +57,8 @@ class RRef {
   uint64_t owner_id() const { return ferry_rref_owner_id(r_); }
   inline Message ToHere(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // Owner only: the value's bytes, writable in place.
-  std::string_view LocalBytes(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
+  std::string_view LocalBytes(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
     void* bytes = nullptr;
     uint64_t n = 0;
     Check(ferry_rref_local_value(r_, static_cast<uint32_t>(timeout.count()), &bytes, &n,
@@ -125,8 +126,7 @@ class Message {
     v.owned_ = false;
     return v;
   }
-  Message(Message&& o) noexcept
-      : m_(std::exchange(o.m_, nullptr)), owned_(o.owned_) {}
+  Message(Message&& o) noexcept : m_(std::exchange(o.m_, nullptr)), owned_(o.owned_) {}
   Message& operator=(Message&& o) noexcept {
     if (this != &o) {
       if (owned_) ferry_message_release(m_);
@@ -221,7 +221,8 @@ class Future {
     Check(ferry_future_then(
         f_,
         [](void* ud, ferry_future_t*) {
-          std::unique_ptr<std::function<void()>> f(static_cast<std::function<void()>*>(ud));
+          std::unique_ptr<std::function<void()>> f(
+              static_cast<std::function<void()>*>(ud));
           (*f)();
         },
         heap));
@@ -243,9 +244,9 @@ class Worker {
  public:
   struct Options {
     std::string name;
-    std::string job;         // "" = FERRY_JOB or "default"
-    std::string transport;   // "" = FERRY_TRANSPORT or "tcp"
-    std::string store;       // "" = FERRY_STORE
+    std::string job;        // "" = FERRY_JOB or "default"
+    std::string transport;  // "" = FERRY_TRANSPORT or "tcp"
+    std::string store;      // "" = FERRY_STORE
     bool host_store = false;
     bool busy_poll = false;
     const char* secret = nullptr;  // NULL = FERRY_SECRET_FILE / FERRY_SECRET
@@ -273,7 +274,8 @@ class Worker {
     c.join_timeout_ms = static_cast<uint32_t>(o.join_timeout.count());
     Check(ferry_worker_start(&c, &w_));
   }
-  Worker(Worker&& o) noexcept : w_(std::exchange(o.w_, nullptr)), state_(std::move(o.state_)) {}
+  Worker(Worker&& o) noexcept
+      : w_(std::exchange(o.w_, nullptr)), state_(std::move(o.state_)) {}
   Worker& operator=(Worker&&) = delete;
   ~Worker() { ferry_worker_destroy(w_); }
   ferry_worker_t* get() const { return w_; }
@@ -294,7 +296,8 @@ class Worker {
           } catch (const std::exception& e) {
             if (c.pending()) c.Fail(FERRY_UNKNOWN, e.what());
           } catch (...) {
-            if (c.pending()) c.Fail(FERRY_UNKNOWN, "the handler threw a non-std exception");
+            if (c.pending())
+              c.Fail(FERRY_UNKNOWN, "the handler threw a non-std exception");
           }
         },
         state_->handlers.back().get(), flags));
@@ -320,7 +323,8 @@ class Worker {
     Check(s);
     return Future(f);
   }
-  RRef Remote(const std::string& to, const std::string& function, Payload args = Payload(),
+  RRef Remote(const std::string& to, const std::string& function,
+              Payload args = Payload(),
               std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
     ferry_rref_t* r = nullptr;
     ferry_status_t s = ferry_remote(w_, to.c_str(), function.c_str(), args.c(),
@@ -343,8 +347,8 @@ class Worker {
     Check(ferry_worker_members(w_, raw.data(), static_cast<uint32_t>(raw.size()), &n));
     std::vector<MemberView> out;
     for (uint32_t i = 0; i < n && i < raw.size(); ++i) {
-      out.push_back({raw[i].state, raw[i].id, raw[i].incarnation, raw[i].name,
-                     raw[i].transport});
+      out.push_back(
+          {raw[i].state, raw[i].id, raw[i].incarnation, raw[i].name, raw[i].transport});
     }
     return out;
   }

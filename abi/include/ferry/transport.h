@@ -70,7 +70,7 @@ extern "C" {
 
 /* Memory kinds a context can move, as a bit set, for routing: the core sends
  * a message over a transport only if every segment's kind is in its set. */
-#define FERRY_MEM_HOST ((uint64_t)1 << 0)         /* CPU and CUDA host */
+#define FERRY_MEM_HOST ((uint64_t)1 << 0) /* CPU and CUDA host */
 #define FERRY_MEM_CUDA ((uint64_t)1 << 1)
 #define FERRY_MEM_ROCM ((uint64_t)1 << 2)
 #define FERRY_MEM_CUDA_MANAGED ((uint64_t)1 << 3)
@@ -99,15 +99,14 @@ typedef struct ferry_host_services {
   int32_t log_level;
   void* host_ctx; /* borrowed: pass back to every service below */
   /* Thread-safe. `plugin` and `message` are borrowed for the call. */
-  void (*log)(void* host_ctx, int32_t level, const char* plugin,
-              const char* message);
+  void (*log)(void* host_ctx, int32_t level, const char* plugin, const char* message);
   /* Looks up the plugin parameter `key` (e.g. "busy_poll") for `plugin`
    * (e.g. "tcp"). The host takes it from its in-process settings, then from
    * the environment variable FERRY_<PLUGIN>_<KEY> (upper case). Copies at
    * most buf_len bytes including a terminating NUL into `buf` (caller-owned)
    * and returns the value's length, or -1 when the parameter is unset. */
-  int64_t (*get_param)(void* host_ctx, const char* plugin, const char* key,
-                       char* buf, uint64_t buf_len);
+  int64_t (*get_param)(void* host_ctx, const char* plugin, const char* key, char* buf,
+                       uint64_t buf_len);
 } ferry_host_services_t;
 #define FERRY_HOST_SERVICES_STRUCT_SIZE \
   FERRY_STRUCT_SIZE(ferry_host_services_t, get_param)
@@ -129,8 +128,8 @@ typedef struct ferry_error_buf {
 /* wakeup_fd is a pollable fd: readable (level-triggered) whenever progress()
  * has events to return or work to do, and not readable once progress() has
  * returned everything and nothing new happened (so the host can sleep on it;
- * in busy-poll mode a plugin may keep it readable, since the host spins). Without it the host polls progress()
- * with back-off (libfabric's shm provider has no wait object). */
+ * in busy-poll mode a plugin may keep it readable, since the host spins). Without it the
+ * host polls progress() with back-off (libfabric's shm provider has no wait object). */
 #define FERRY_CAP_WAKEUP_FD ((uint64_t)1 << 0)
 /* The plugin detects a peer's death by itself (EOF, reset, completion error)
  * and fails every pending operation with FERRY_PEER_GONE. While the host
@@ -163,10 +162,10 @@ typedef struct ferry_error_buf {
 
 typedef struct ferry_init_args {
   uint32_t struct_size;
-  uint32_t flags;        /* FERRY_INIT_* bits */
-  const char* instance;  /* borrowed for the call: a label for logs, may be
-                            NULL */
-  void* ext;             /* reserved for extensions: NULL */
+  uint32_t flags;       /* FERRY_INIT_* bits */
+  const char* instance; /* borrowed for the call: a label for logs, may be
+                           NULL */
+  void* ext;            /* reserved for extensions: NULL */
 } ferry_init_args_t;
 #define FERRY_INIT_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_init_args_t, ext)
 
@@ -176,16 +175,16 @@ typedef struct ferry_init_args {
  * The strings are owned by the context and live until fini(). */
 typedef struct ferry_context_info {
   uint32_t struct_size;
-  uint32_t max_header_size;   /* largest header a send may carry (>= 64) */
-  uint64_t caps;              /* FERRY_CAP_* */
-  uint64_t memory_kinds;      /* FERRY_MEM_* this context moves */
-  uint64_t max_message_size;  /* header + all segments, bytes */
-  uint64_t max_inline_size;   /* segments up to this size may arrive inline */
-  uint32_t max_segments;      /* segments per message */
-  int32_t wakeup_fd;          /* -1 without FERRY_CAP_WAKEUP_FD; owned by the
-                                 context: never close or read it */
-  int32_t priority;           /* routing preference: higher wins when two
-                                 transports reach a peer (tcp 10, shm 50) */
+  uint32_t max_header_size;  /* largest header a send may carry (>= 64) */
+  uint64_t caps;             /* FERRY_CAP_* */
+  uint64_t memory_kinds;     /* FERRY_MEM_* this context moves */
+  uint64_t max_message_size; /* header + all segments, bytes */
+  uint64_t max_inline_size;  /* segments up to this size may arrive inline */
+  uint32_t max_segments;     /* segments per message */
+  int32_t wakeup_fd;         /* -1 without FERRY_CAP_WAKEUP_FD; owned by the
+                                context: never close or read it */
+  int32_t priority;          /* routing preference: higher wins when two
+                                transports reach a peer (tcp 10, shm 50) */
   int32_t reserved;
   /* Who this context can reach. Two contexts of the same plugin can talk iff
    * their domains are equal, or either is empty ("reachable from anywhere",
@@ -259,7 +258,7 @@ typedef struct ferry_event {
   /* Non-empty when status != FERRY_OK. Owned by the plugin, valid until the
    * next progress() call on the same context. */
   const char* message;
-  uint64_t msg_id;       /* ARRIVAL: names the message for place/discard */
+  uint64_t msg_id; /* ARRIVAL: names the message for place/discard */
   /* ARRIVAL: the message header, borrowed until place()/discard(). */
   const void* header;
   uint64_t header_len;
@@ -286,8 +285,7 @@ typedef struct ferry_progress_args {
   uint32_t num_events;   /* out: events written */
   uint32_t reserved;
 } ferry_progress_args_t;
-#define FERRY_PROGRESS_ARGS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_progress_args_t, reserved)
+#define FERRY_PROGRESS_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_progress_args_t, reserved)
 
 /* ------------------------------------------------------------------------ */
 /* Connections and messages                                                  */
@@ -299,30 +297,28 @@ typedef struct ferry_listen_args {
   /* Borrowed for the call. Plugin-defined; "" means "any suitable local
    * address, port chosen by the system". tcp: "127.0.0.1:0", "[::1]:5000". */
   const char* address;
-  void* user_data;       /* returned in FERRY_EV_ACCEPTED */
+  void* user_data; /* returned in FERRY_EV_ACCEPTED */
 } ferry_listen_args_t;
-#define FERRY_LISTEN_ARGS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_listen_args_t, user_data)
+#define FERRY_LISTEN_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_listen_args_t, user_data)
 
 typedef struct ferry_connect_args {
   uint32_t struct_size;
   uint32_t reserved;
-  const char* address;   /* borrowed for the call: a listener's address */
-  void* user_data;       /* returned in FERRY_EV_CONNECTED and as the conn's
-                            conn_user_data */
+  const char* address; /* borrowed for the call: a listener's address */
+  void* user_data;     /* returned in FERRY_EV_CONNECTED and as the conn's
+                          conn_user_data */
 } ferry_connect_args_t;
-#define FERRY_CONNECT_ARGS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_connect_args_t, user_data)
+#define FERRY_CONNECT_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_connect_args_t, user_data)
 
 /* A payload segment to send. */
 typedef struct ferry_segment {
   uint32_t struct_size;
   uint32_t reserved;
-  const void* data;      /* borrowed until FERRY_EV_SEND_DONE: not written */
+  const void* data; /* borrowed until FERRY_EV_SEND_DONE: not written */
   uint64_t length;
   ferry_device_t device;
-  ferry_mr_t* mr;        /* optional registration covering data, or NULL;
-                            owned by the host */
+  ferry_mr_t* mr; /* optional registration covering data, or NULL;
+                     owned by the host */
 } ferry_segment_t;
 #define FERRY_SEGMENT_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_segment_t, mr)
 
@@ -337,10 +333,9 @@ typedef struct ferry_send_args {
    * segment points to are borrowed until FERRY_EV_SEND_DONE. */
   const ferry_segment_t* segments;
   uint64_t segment_stride;
-  void* user_data;       /* returned in FERRY_EV_SEND_DONE */
+  void* user_data; /* returned in FERRY_EV_SEND_DONE */
 } ferry_send_args_t;
-#define FERRY_SEND_ARGS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_send_args_t, user_data)
+#define FERRY_SEND_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_send_args_t, user_data)
 
 /* Where one arriving segment goes. */
 typedef struct ferry_place_dest {
@@ -350,23 +345,22 @@ typedef struct ferry_place_dest {
    * For segments that arrived inline, data and capacity are ignored (the
    * host copies those itself). */
   void* data;
-  uint64_t capacity;     /* must be >= the segment's length */
+  uint64_t capacity; /* must be >= the segment's length */
   ferry_device_t device;
-  ferry_mr_t* mr;        /* optional registration, owned by the host */
+  ferry_mr_t* mr; /* optional registration, owned by the host */
 } ferry_place_dest_t;
 #define FERRY_PLACE_DEST_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_place_dest_t, mr)
 
 typedef struct ferry_place_args {
   uint32_t struct_size;
-  uint32_t num_dests;    /* must equal the arrival's num_segments */
+  uint32_t num_dests; /* must equal the arrival's num_segments */
   uint64_t msg_id;
   /* Read during the call only; buffers borrowed until PLACE_DONE. */
   const ferry_place_dest_t* dests;
   uint64_t dest_stride;
-  void* user_data;       /* returned in FERRY_EV_PLACE_DONE */
+  void* user_data; /* returned in FERRY_EV_PLACE_DONE */
 } ferry_place_args_t;
-#define FERRY_PLACE_ARGS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_place_args_t, user_data)
+#define FERRY_PLACE_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_place_args_t, user_data)
 
 /* ------------------------------------------------------------------------ */
 /* Memory registration                                                       */
@@ -377,8 +371,8 @@ typedef struct ferry_place_args {
 
 typedef struct ferry_reg_args {
   uint32_t struct_size;
-  uint32_t access;       /* FERRY_ACCESS_* */
-  void* data;            /* borrowed until dereg(): must stay allocated */
+  uint32_t access; /* FERRY_ACCESS_* */
+  void* data;      /* borrowed until dereg(): must stay allocated */
   uint64_t length;
   ferry_device_t device;
 } ferry_reg_args_t;
@@ -427,8 +421,7 @@ typedef struct ferry_transport_vtable {
   /* Starts connecting and returns at once; FERRY_EV_CONNECTED completes it.
    * Sends may be posted before it completes: they go out once connected, or
    * fail with the connect error. *out is valid until FERRY_EV_CLOSED. */
-  ferry_status_t (*connect)(ferry_context_t* ctx,
-                            const ferry_connect_args_t* args,
+  ferry_status_t (*connect)(ferry_context_t* ctx, const ferry_connect_args_t* args,
                             ferry_conn_t** out, ferry_error_buf_t* err);
   /* Sets the value reported as conn_user_data in this conn's events. */
   void (*set_conn_user_data)(ferry_conn_t* conn, void* user_data);
@@ -456,8 +449,7 @@ typedef struct ferry_transport_vtable {
    * operation: produces no event. Also how the host releases an all-inline
    * arrival it has finished reading. Succeeds for any held arrival, also on
    * a broken connection; an unknown msg_id is FERRY_INVALID_ARGUMENT. */
-  ferry_status_t (*discard)(ferry_conn_t* conn, uint64_t msg_id,
-                            ferry_error_buf_t* err);
+  ferry_status_t (*discard)(ferry_conn_t* conn, uint64_t msg_id, ferry_error_buf_t* err);
   /* Starts closing: pending operations complete with FERRY_CANCELLED (or the
    * error that broke the connection), then FERRY_EV_CLOSED is returned. */
   void (*close)(ferry_conn_t* conn);
@@ -469,8 +461,7 @@ typedef struct ferry_transport_vtable {
   void (*dereg)(ferry_context_t* ctx, ferry_mr_t* mr);
 
   /* Copies a printable description of the peer's address into buf. */
-  ferry_status_t (*conn_peer_address)(ferry_conn_t* conn, char* buf,
-                                      uint64_t buf_len);
+  ferry_status_t (*conn_peer_address)(ferry_conn_t* conn, char* buf, uint64_t buf_len);
 } ferry_transport_vtable_t;
 #define FERRY_TRANSPORT_VTABLE_STRUCT_SIZE \
   FERRY_STRUCT_SIZE(ferry_transport_vtable_t, conn_peer_address)
@@ -494,24 +485,22 @@ typedef struct ferry_negotiate_args {
 
   /* out: the plugin's answer. On FERRY_INCOMPATIBLE the plugin still fills
    * its own range so the host can say which versions would work. */
-  uint32_t chosen_minor;        /* highest minor both support */
+  uint32_t chosen_minor; /* highest minor both support */
   uint32_t plugin_abi_major;
   uint32_t plugin_minor_min;
   uint32_t plugin_minor_max;
-  uint64_t features;            /* FERRY_FEATURE_* */
-  const char* name;             /* static: "tcp" (lower case, [a-z0-9_]) */
-  const char* version;          /* static: the plugin's own version */
+  uint64_t features;                      /* FERRY_FEATURE_* */
+  const char* name;                       /* static: "tcp" (lower case, [a-z0-9_]) */
+  const char* version;                    /* static: the plugin's own version */
   const ferry_transport_vtable_t* vtable; /* static */
 } ferry_negotiate_args_t;
-#define FERRY_NEGOTIATE_ARGS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_negotiate_args_t, vtable)
+#define FERRY_NEGOTIATE_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_negotiate_args_t, vtable)
 
 /* Returns FERRY_OK, or FERRY_INCOMPATIBLE when the ranges do not overlap
  * (or the major differs), or another status with a message in args->err.
  * May be called more than once; it must not allocate anything that needs a
  * matching release. */
-typedef ferry_status_t (*ferry_transport_negotiate_fn)(
-    ferry_negotiate_args_t* args);
+typedef ferry_status_t (*ferry_transport_negotiate_fn)(ferry_negotiate_args_t* args);
 
 /* Plugins declare their entry point with this macro, so it carries the right
  * signature and default visibility:
@@ -522,7 +511,6 @@ typedef ferry_status_t (*ferry_transport_negotiate_fn)(
 #else
 #define FERRY_TRANSPORT_EXPORT
 #endif
-
 
 /* ------------------------------------------------------------------------ */
 /* Helpers for plugin authors                                                */
@@ -536,14 +524,12 @@ typedef ferry_status_t (*ferry_transport_negotiate_fn)(
 #include <string.h>
 
 /* Writes a printf-style message into a caller's error buffer (may be NULL). */
-static inline void ferry_error_printf(ferry_error_buf_t* err, const char* fmt,
-                                      ...)
+static inline void ferry_error_printf(ferry_error_buf_t* err, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-static inline void ferry_error_printf(ferry_error_buf_t* err, const char* fmt,
-                                      ...) {
+static inline void ferry_error_printf(ferry_error_buf_t* err, const char* fmt, ...) {
   va_list ap;
   if (err == NULL || err->data == NULL || err->capacity == 0 ||
       !FERRY_FIELD_PRESENT(err, ferry_error_buf_t, capacity)) {
@@ -555,16 +541,14 @@ static inline void ferry_error_printf(ferry_error_buf_t* err, const char* fmt,
 }
 
 /* Logs through the host when `level` is enabled. */
-static inline void ferry_host_logf(const ferry_host_services_t* host,
-                                   int32_t level, const char* plugin,
-                                   const char* fmt, ...)
+static inline void ferry_host_logf(const ferry_host_services_t* host, int32_t level,
+                                   const char* plugin, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-static inline void ferry_host_logf(const ferry_host_services_t* host,
-                                   int32_t level, const char* plugin,
-                                   const char* fmt, ...) {
+static inline void ferry_host_logf(const ferry_host_services_t* host, int32_t level,
+                                   const char* plugin, const char* fmt, ...) {
   char line[1024];
   va_list ap;
   if (host == NULL || !FERRY_FIELD_PRESENT(host, ferry_host_services_t, log) ||
@@ -585,18 +569,15 @@ static inline int64_t ferry_host_param_int(const ferry_host_services_t* host,
   char buf[64];
   char* end = NULL;
   long long v;
-  if (host == NULL ||
-      !FERRY_FIELD_PRESENT(host, ferry_host_services_t, get_param) ||
+  if (host == NULL || !FERRY_FIELD_PRESENT(host, ferry_host_services_t, get_param) ||
       host->get_param == NULL ||
       host->get_param(host->host_ctx, plugin, key, buf, sizeof buf) < 0) {
     return fallback;
   }
-  if (strcmp(buf, "true") == 0 || strcmp(buf, "yes") == 0 ||
-      strcmp(buf, "on") == 0) {
+  if (strcmp(buf, "true") == 0 || strcmp(buf, "yes") == 0 || strcmp(buf, "on") == 0) {
     return 1;
   }
-  if (strcmp(buf, "false") == 0 || strcmp(buf, "no") == 0 ||
-      strcmp(buf, "off") == 0) {
+  if (strcmp(buf, "false") == 0 || strcmp(buf, "no") == 0 || strcmp(buf, "off") == 0) {
     return 0;
   }
   v = strtoll(buf, &end, 0);
@@ -641,11 +622,10 @@ static inline ferry_status_t ferry_plugin_negotiate(
     ferry_error_printf(args->err,
                        "plugin '%s' supports transport ABI %u.%u-%u.%u, the "
                        "host offered %u.%u-%u.%u: no version in common",
-                       name, (unsigned)FERRY_TRANSPORT_ABI_MAJOR,
-                       (unsigned)minor_min, (unsigned)FERRY_TRANSPORT_ABI_MAJOR,
-                       (unsigned)minor_max, (unsigned)args->abi_major,
-                       (unsigned)args->abi_minor_min, (unsigned)args->abi_major,
-                       (unsigned)args->abi_minor_max);
+                       name, (unsigned)FERRY_TRANSPORT_ABI_MAJOR, (unsigned)minor_min,
+                       (unsigned)FERRY_TRANSPORT_ABI_MAJOR, (unsigned)minor_max,
+                       (unsigned)args->abi_major, (unsigned)args->abi_minor_min,
+                       (unsigned)args->abi_major, (unsigned)args->abi_minor_max);
     return FERRY_INCOMPATIBLE;
   }
   args->chosen_minor = hi;

@@ -30,7 +30,9 @@ struct FerryError {
   std::string message;
 };
 
-[[noreturn]] void ThrowLast(ferry_status_t s) { throw FerryError{s, ferry_last_error()}; }
+[[noreturn]] void ThrowLast(ferry_status_t s) {
+  throw FerryError{s, ferry_last_error()};
+}
 void Check(ferry_status_t s) {
   if (s != FERRY_OK) ThrowLast(s);
 }
@@ -106,7 +108,7 @@ Payload::Payload(const py::bytes& data, const py::list& tensors, const py::list&
     : bytes_(data) {
   for (py::handle t : tensors) {
     tensors_.push_back(PyCapsule_CheckExact(t.ptr()) ? TensorFromCapsule(t)
-                                                      : TensorFromBuffer(t));
+                                                     : TensorFromBuffer(t));
   }
   for (py::handle r : rrefs) rrefs_.push_back(r.cast<RRefHandle&>().get());
   c_.struct_size = FERRY_PAYLOAD_STRUCT_SIZE;
@@ -144,14 +146,18 @@ class MessageHandle {
   uint32_t NumRRefs() const { return ferry_message_num_rrefs(get()); }
   DLManagedTensor* Take(uint32_t i) const {
     DLManagedTensor* t = ferry_message_take_tensor(get(), i);
-    if (t == nullptr) throw py::index_error("ferry: tensor " + std::to_string(i) + " was taken or is out of range");
+    if (t == nullptr)
+      throw py::index_error("ferry: tensor " + std::to_string(i) +
+                            " was taken or is out of range");
     return t;
   }
   py::object TakeNumpy(uint32_t i) const { return NumpyFromTensor(Take(i)); }
   py::object TakeCapsule(uint32_t i) const { return CapsuleFromTensor(Take(i)); }
   std::shared_ptr<RRefHandle> TakeRRef(uint32_t i) const {
     ferry_rref_t* r = ferry_message_take_rref(get(), i);
-    if (r == nullptr) throw py::index_error("ferry: RRef " + std::to_string(i) + " was taken or is out of range");
+    if (r == nullptr)
+      throw py::index_error("ferry: RRef " + std::to_string(i) +
+                            " was taken or is out of range");
     return std::make_shared<RRefHandle>(r);
   }
 
@@ -236,7 +242,9 @@ class FutureHandle : public std::enable_shared_from_this<FutureHandle> {
 class CallHandle {
  public:
   explicit CallHandle(ferry_call_t* c)
-      : c_(c), caller_id_(ferry_call_caller_id(c)), caller_name_(ferry_call_caller_name(c)) {}
+      : c_(c),
+        caller_id_(ferry_call_caller_id(c)),
+        caller_name_(ferry_call_caller_name(c)) {}
   ~CallHandle() {
     if (c_ != nullptr) {
       ferry_call_t* c = c_;
@@ -288,7 +296,9 @@ void RunHandler(void* user_data, ferry_call_t* call, ferry_message_t* args) {
     py::handle(h->fn)(c, m);
   } catch (py::error_already_set& e) {
     // The Python layer answers failures itself; this is a bug in it.
-    if (c->Pending()) c->Fail(FERRY_INTERNAL, "ferry's Python dispatcher failed: " + std::string(e.what()));
+    if (c->Pending())
+      c->Fail(FERRY_INTERNAL,
+              "ferry's Python dispatcher failed: " + std::string(e.what()));
   }
   m->Invalidate();
 }
@@ -305,7 +315,8 @@ class WorkerHandle {
   explicit WorkerHandle(const WorkerOptions& o) {
     ferry_worker_options_t c{};
     c.struct_size = FERRY_WORKER_OPTIONS_STRUCT_SIZE;
-    c.flags = (o.host_store ? FERRY_WORKER_HOST_STORE : 0) | (o.busy_poll ? FERRY_WORKER_BUSY_POLL : 0);
+    c.flags = (o.host_store ? FERRY_WORKER_HOST_STORE : 0) |
+              (o.busy_poll ? FERRY_WORKER_BUSY_POLL : 0);
     c.name = o.name.c_str();
     c.job = o.job.empty() ? nullptr : o.job.c_str();
     c.transport = o.transport.empty() ? nullptr : o.transport.c_str();
@@ -347,7 +358,9 @@ class WorkerHandle {
     }
   }
   ferry_worker_t* get() const {
-    if (w_ == nullptr) throw FerryError{FERRY_FAILED_PRECONDITION, "ferry: this worker was shut down; call init_rpc() to start one"};
+    if (w_ == nullptr)
+      throw FerryError{FERRY_FAILED_PRECONDITION,
+                       "ferry: this worker was shut down; call init_rpc() to start one"};
     return w_;
   }
 
@@ -370,7 +383,8 @@ class WorkerHandle {
       ferry_status_t s;
       {
         py::gil_scoped_release nogil;
-        s = ferry_worker_members(w, out.data(), static_cast<uint32_t>(out.size()), &count);
+        s = ferry_worker_members(w, out.data(), static_cast<uint32_t>(out.size()),
+                                 &count);
       }
       Check(s);
       if (count <= out.size()) break;
@@ -391,7 +405,8 @@ class WorkerHandle {
   }
   // fn(state, id, incarnation, name, transport), on the dispatcher thread.
   void OnMembership(py::function fn) {
-    if (membership_fn_ != nullptr) throw py::value_error("ferry: a membership callback is set already");
+    if (membership_fn_ != nullptr)
+      throw py::value_error("ferry: a membership callback is set already");
     membership_fn_ = fn.inc_ref().ptr();
     ferry_worker_t* w = get();
     ferry_status_t s;
@@ -421,7 +436,8 @@ class WorkerHandle {
     ferry_status_t s;
     {
       py::gil_scoped_release nogil;
-      s = ferry_register(w, name.c_str(), RunHandler, h, may_block ? FERRY_HANDLER_MAY_BLOCK : 0);
+      s = ferry_register(w, name.c_str(), RunHandler, h,
+                         may_block ? FERRY_HANDLER_MAY_BLOCK : 0);
     }
     if (s != FERRY_OK) {
       Py_DECREF(h->fn);
@@ -431,7 +447,8 @@ class WorkerHandle {
     handlers_.push_back(h);
   }
 
-  std::shared_ptr<FutureHandle> RpcAsync(const std::string& to, const std::string& function,
+  std::shared_ptr<FutureHandle> RpcAsync(const std::string& to,
+                                         const std::string& function,
                                          const py::bytes& data, const py::list& tensors,
                                          const py::list& rrefs, uint32_t timeout_ms) {
     Payload p(data, tensors, rrefs);
@@ -460,7 +477,8 @@ class WorkerHandle {
     Payload p(data, tensors, rrefs);
     ferry_worker_t* w = get();
     ferry_rref_t* r = nullptr;
-    GiveToFerry(p, [&](const ferry_payload_t* pc) { return ferry_rref_create(w, pc, &r); });
+    GiveToFerry(p,
+                [&](const ferry_payload_t* pc) { return ferry_rref_create(w, pc, &r); });
     return std::make_shared<RRefHandle>(r);
   }
 
@@ -545,10 +563,13 @@ PYBIND11_MODULE(_ferry, m) {
     const uint32_t v = ferry_api_version();
     return py::make_tuple(v >> 16, v & 0xffff);
   });
-  m.def("stop_dispatcher", [] { Dispatcher::Get().Stop(); },
-        "Runs queued callbacks and stops their thread (at interpreter exit).");
-  m.def("holder_tensor", [](py::object value) { return CapsuleFromTensor(TensorHoldingObject(value)); },
-        "A 'dltensor' capsule holding `value` alive: an RRef value kept as the object.");
+  m.def(
+      "stop_dispatcher", [] { Dispatcher::Get().Stop(); },
+      "Runs queued callbacks and stops their thread (at interpreter exit).");
+  m.def(
+      "holder_tensor",
+      [](py::object value) { return CapsuleFromTensor(TensorHoldingObject(value)); },
+      "A 'dltensor' capsule holding `value` alive: an RRef value kept as the object.");
 
   py::class_<WorkerOptions>(m, "WorkerOptions")
       .def(py::init<>())
@@ -578,11 +599,14 @@ PYBIND11_MODULE(_ferry, m) {
            })
       .def("to_here", &RRefToHere)
       .def("local_value", &RRefLocalValue)
-      .def("set_local_value", [](RRefHandle& r, const py::bytes& data, const py::list& tensors) {
-        Payload p(data, tensors, py::list());
-        ferry_rref_t* h = r.get();
-        GiveToFerry(p, [h](const ferry_payload_t* pc) { return ferry_rref_set_local_value(h, pc); });
-      });
+      .def("set_local_value",
+           [](RRefHandle& r, const py::bytes& data, const py::list& tensors) {
+             Payload p(data, tensors, py::list());
+             ferry_rref_t* h = r.get();
+             GiveToFerry(p, [h](const ferry_payload_t* pc) {
+               return ferry_rref_set_local_value(h, pc);
+             });
+           });
 
   py::class_<MessageHandle, std::shared_ptr<MessageHandle>>(m, "Message")
       .def("data", &MessageHandle::Data)

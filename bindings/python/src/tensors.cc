@@ -20,7 +20,7 @@ struct Exported {
   DLManagedTensor* inner = nullptr;  // from __dlpack__, or null
   Py_buffer view{};                  // from the buffer fallback
   bool has_view = false;
-  PyObject* held = nullptr;          // TensorHoldingObject's object
+  PyObject* held = nullptr;  // TensorHoldingObject's object
   std::vector<int64_t> shape;
 };
 
@@ -55,8 +55,9 @@ DLDataType DtypeFromFormat(const std::string& format, py::ssize_t itemsize) {
   std::string f = format;
   if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f = f.substr(1);
   if (!f.empty() && (f[0] == '>' || f[0] == '!')) {
-    throw py::type_error("ferry: a big-endian array cannot be sent as a tensor; "
-                         "convert it with .astype(dtype.newbyteorder('='))");
+    throw py::type_error(
+        "ferry: a big-endian array cannot be sent as a tensor; "
+        "convert it with .astype(dtype.newbyteorder('='))");
   }
   DLDataType t{};
   t.lanes = 1;
@@ -83,20 +84,26 @@ std::string NumpyDtypeName(DLDataType t) {
   }
   const std::string bytes = std::to_string(t.bits / 8);
   switch (t.code) {
-    case kDLInt: return "i" + bytes;
-    case kDLUInt: return "u" + bytes;
-    case kDLFloat: return "f" + bytes;
-    case kDLComplex: return "c" + bytes;
+    case kDLInt:
+      return "i" + bytes;
+    case kDLUInt:
+      return "u" + bytes;
+    case kDLFloat:
+      return "f" + bytes;
+    case kDLComplex:
+      return "c" + bytes;
     default:
-      throw py::type_error("ferry: a tensor of DLPack type code " + std::to_string(t.code) +
+      throw py::type_error("ferry: a tensor of DLPack type code " +
+                           std::to_string(t.code) +
                            " (bfloat16?) has no numpy equivalent; receive it as torch");
   }
 }
 
 py::array MakeNumpy(const DLTensor& t, py::handle base) {
   if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
-    throw py::type_error("ferry: a tensor in device memory cannot become a numpy array; "
-                         "receive it as torch");
+    throw py::type_error(
+        "ferry: a tensor in device memory cannot become a numpy array; "
+        "receive it as torch");
   }
   py::dtype dtype(NumpyDtypeName(t.dtype));
   std::vector<py::ssize_t> shape(t.shape, t.shape + t.ndim);
@@ -115,11 +122,14 @@ py::array MakeNumpy(const DLTensor& t, py::handle base) {
 
 DLManagedTensor* TensorFromCapsule(py::handle capsule) {
   if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
-    throw py::type_error("ferry: expected a 'dltensor' capsule from __dlpack__() "
-                         "(a used capsule cannot be sent twice)");
+    throw py::type_error(
+        "ferry: expected a 'dltensor' capsule from __dlpack__() "
+        "(a used capsule cannot be sent twice)");
   }
-  auto* inner = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
-  if (PyCapsule_SetName(capsule.ptr(), "used_dltensor") != 0) throw py::error_already_set();
+  auto* inner =
+      static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (PyCapsule_SetName(capsule.ptr(), "used_dltensor") != 0)
+    throw py::error_already_set();
   Exported* e = NewExported();
   e->inner = inner;
   e->outer.dl_tensor = inner->dl_tensor;
@@ -128,11 +138,13 @@ DLManagedTensor* TensorFromCapsule(py::handle capsule) {
 
 DLManagedTensor* TensorFromBuffer(py::handle buffer) {
   Exported* e = NewExported();
-  if (PyObject_GetBuffer(buffer.ptr(), &e->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+  if (PyObject_GetBuffer(buffer.ptr(), &e->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) !=
+      0) {
     delete e;
     PyErr_Clear();
-    throw py::type_error("ferry: this object is neither a DLPack exporter nor a C-contiguous "
-                         "buffer; pass a numpy array or a torch tensor");
+    throw py::type_error(
+        "ferry: this object is neither a DLPack exporter nor a C-contiguous "
+        "buffer; pass a numpy array or a torch tensor");
   }
   e->has_view = true;
   try {
@@ -172,7 +184,8 @@ DLManagedTensor* TensorHoldingObject(py::handle value) {
 }
 
 py::object HeldObject(const DLTensor& t) {
-  if (t.dtype.code != kHolderType.code || t.ndim != 1 || t.shape[0] != 0 || t.data == nullptr) {
+  if (t.dtype.code != kHolderType.code || t.ndim != 1 || t.shape[0] != 0 ||
+      t.data == nullptr) {
     throw py::value_error("ferry: this RRef's value was not made by Python");
   }
   return py::reinterpret_borrow<py::object>(static_cast<PyObject*>(t.data));
@@ -187,7 +200,9 @@ py::object NumpyFromTensor(DLManagedTensor* t) {
   return MakeNumpy(t->dl_tensor, owner);
 }
 
-py::object NumpyView(const DLTensor& t, py::handle base) { return MakeNumpy(t, base); }
+py::object NumpyView(const DLTensor& t, py::handle base) {
+  return MakeNumpy(t, base);
+}
 
 py::capsule CapsuleFromTensor(DLManagedTensor* t) {
   // The DLPack protocol: a consumer renames the capsule "used_dltensor" and

@@ -50,8 +50,8 @@ Status UintParam(const char* key, uint64_t lo, uint64_t hi, const char* want,
 
 uint64_t SeedFromTime() {
   static std::atomic<uint64_t> counter{0};
-  uint64_t t = static_cast<uint64_t>(
-      std::chrono::system_clock::now().time_since_epoch().count());
+  uint64_t t =
+      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   uint64_t s = t ^ (static_cast<uint64_t>(getpid()) << 32) ^
                SplitMix64(counter.fetch_add(1, std::memory_order_relaxed));
   return s;
@@ -60,13 +60,12 @@ uint64_t SeedFromTime() {
 }  // namespace
 
 std::string Config::Describe() const {
-  return Format("seed=%llu%s delay_us_max=%llu reorder=%d dup_rate=%u "
-                "drop_rate=%u max_inline_size=%llu",
-                static_cast<unsigned long long>(seed),
-                seed_from_time ? " (from the clock)" : "",
-                static_cast<unsigned long long>(delay_us_max), reorder ? 1 : 0,
-                dup_rate, drop_rate,
-                static_cast<unsigned long long>(max_inline_size));
+  return Format(
+      "seed=%llu%s delay_us_max=%llu reorder=%d dup_rate=%u "
+      "drop_rate=%u max_inline_size=%llu",
+      static_cast<unsigned long long>(seed), seed_from_time ? " (from the clock)" : "",
+      static_cast<unsigned long long>(delay_us_max), reorder ? 1 : 0, dup_rate, drop_rate,
+      static_cast<unsigned long long>(max_inline_size));
 }
 
 Status LoadConfig(Config* out) {
@@ -78,8 +77,8 @@ Status LoadConfig(Config* out) {
   }
   uint64_t seed = 0;
   bool seed_set = false;
-  Status st = UintParam("seed", 0, UINT64_MAX, "an unsigned 64-bit integer",
-                        &seed, &seed_set);
+  Status st =
+      UintParam("seed", 0, UINT64_MAX, "an unsigned 64-bit integer", &seed, &seed_set);
   if (!st.ok()) return st;
   c.seed_from_time = !seed_set;
   c.seed = seed_set ? seed : SeedFromTime();
@@ -99,8 +98,7 @@ Status LoadConfig(Config* out) {
   if (!st.ok()) return st;
   c.drop_rate = static_cast<uint32_t>(rate);
   st = UintParam("max_inline_size", 0, UINT64_MAX,
-                 "a size in bytes (0: every segment inline)",
-                 &c.max_inline_size);
+                 "a size in bytes (0: every segment inline)", &c.max_inline_size);
   if (!st.ok()) return st;
   uint64_t priority = 0;
   st = UintParam("priority", 0, 1000, "a priority in 0..1000", &priority);

@@ -29,8 +29,8 @@ const unsigned char kEmpty[1] = {0};
 // ORDERED (chaos may reorder; never claimed, see README.md) and
 // ZERO_COPY_RECV (chaos always copies) are not among them, nor
 // DEVICE_REG_REQUIRED (chaos moves host memory only) or unknown future bits.
-constexpr uint64_t kPassedCaps = FERRY_CAP_DETECTS_PEER_DEATH |
-                                 FERRY_CAP_REGISTRATION | FERRY_CAP_BUSY_POLL;
+constexpr uint64_t kPassedCaps =
+    FERRY_CAP_DETECTS_PEER_DEATH | FERRY_CAP_REGISTRATION | FERRY_CAP_BUSY_POLL;
 
 std::string InnerMessage(const ferry_event_t& ev) {
   if (ev.message != nullptr && ev.message[0] != '\0') return ev.message;
@@ -40,8 +40,8 @@ std::string InnerMessage(const ferry_event_t& ev) {
 }
 
 bool HostDevice(const ferry_device_t& d) {
-  return d.type == 0 || d.type == FERRY_DEVICE_CPU ||
-         d.type == FERRY_DEVICE_CUDA_HOST || d.type == FERRY_DEVICE_CUDA_MANAGED;
+  return d.type == 0 || d.type == FERRY_DEVICE_CPU || d.type == FERRY_DEVICE_CUDA_HOST ||
+         d.type == FERRY_DEVICE_CUDA_MANAGED;
 }
 
 void CloseFd(int* fd) {
@@ -63,12 +63,13 @@ Context::InnerErr::InnerErr() {
 
 Status Context::InnerErr::ToStatus(ferry_status_t code, const char* call) const {
   if (data[0] != '\0') return Status(code, data);
-  return Error(code, "chaos: the inner transport's %s() failed with status %d "
-                     "and no message", call, static_cast<int>(code));
+  return Error(code,
+               "chaos: the inner transport's %s() failed with status %d "
+               "and no message",
+               call, static_cast<int>(code));
 }
 
-Status Context::Create(const ferry_init_args_t* args,
-                       std::unique_ptr<Context>* out) {
+Status Context::Create(const ferry_init_args_t* args, std::unique_ptr<Context>* out) {
   Config config;
   Status st = LoadConfig(&config);
   if (!st.ok()) return st;
@@ -156,8 +157,8 @@ Status Context::Init(const ferry_init_args_t* args) {
       ev.data.fd = fd;
       if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
         int err = errno;
-        return Error(FERRY_INTERNAL, "chaos: epoll_ctl(ADD) of fd %d failed: %s",
-                     fd, std::strerror(err));
+        return Error(FERRY_INTERNAL, "chaos: epoll_ctl(ADD) of fd %d failed: %s", fd,
+                     std::strerror(err));
       }
     }
     caps |= FERRY_CAP_WAKEUP_FD;
@@ -255,8 +256,10 @@ Status Context::PollInner() {
     pa.event_stride = sizeof(ferry_event_t);
     ferry_status_t rc = inner_->vt->progress(inner_ctx_, &pa);
     if (rc != FERRY_OK) {
-      return Error(rc, "chaos: progress() of the inner transport %s failed "
-                       "with status %d", inner_->name.c_str(), static_cast<int>(rc));
+      return Error(rc,
+                   "chaos: progress() of the inner transport %s failed "
+                   "with status %d",
+                   inner_->name.c_str(), static_cast<int>(rc));
     }
     uint32_t n = std::min(pa.num_events, kInnerBatch);
     for (uint32_t i = 0; i < n; ++i) {
@@ -284,7 +287,8 @@ void Context::HandleInner(const ferry_event_t& ev) {
     return;
   }
   if (ev.conn == nullptr) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "inner event of type %d without a connection: ignored",
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                     "inner event of type %d without a connection: ignored",
                      static_cast<int>(ev.type));
     return;
   }
@@ -298,7 +302,8 @@ void Context::HandleInner(const ferry_event_t& ev) {
   }
   Conn* c = FindByInner(ev.conn);
   if (c == nullptr) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "inner event of type %d for an unknown connection: ignored",
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                     "inner event of type %d for an unknown connection: ignored",
                      static_cast<int>(ev.type));
     return;
   }
@@ -478,10 +483,10 @@ void Context::OnInnerArrival(Conn* c, const ferry_event_t& ev) {
   InnerErr e;
   ferry_status_t rc = inner_->vt->place(c->inner, &pa, &e.buf);
   if (rc != FERRY_OK) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_INFO, "conn %llu: inner place() refused (%s): arrival %llu lost",
-                     static_cast<unsigned long long>(c->ordinal),
-                     e.ToStatus(rc, "place").message.c_str(),
-                     static_cast<unsigned long long>(seq));
+    FERRY_PLUGIN_LOG(
+        FERRY_LOG_INFO, "conn %llu: inner place() refused (%s): arrival %llu lost",
+        static_cast<unsigned long long>(c->ordinal),
+        e.ToStatus(rc, "place").message.c_str(), static_cast<unsigned long long>(seq));
     discard();
     for (auto& h : entries) h->state = Held::State::kLost;
     ++stats_.lost;
@@ -496,7 +501,8 @@ void Context::OnInnerArrival(Conn* c, const ferry_event_t& ev) {
 void Context::OnDrainDone(void* user_data, ferry_status_t status, const char* message) {
   auto it = drains_.find(user_data);
   if (it == drains_.end()) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "inner PLACE_DONE for an unknown placement: ignored");
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                     "inner PLACE_DONE for an unknown placement: ignored");
     return;
   }
   std::unique_ptr<Drain> d = std::move(it->second);
@@ -518,7 +524,8 @@ void Context::OnDrainDone(void* user_data, ferry_status_t status, const char* me
     }
     if (counted) {
       ++stats_.lost;
-      FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "conn %llu: a message being received was lost: %s",
+      FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG,
+                       "conn %llu: a message being received was lost: %s",
                        static_cast<unsigned long long>(c->ordinal),
                        message != nullptr && message[0] ? message : "placement failed");
     }
@@ -706,7 +713,8 @@ void Context::UpdateWakeup(uint64_t /*now*/) {
     if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) == 0) {
       timer_armed_ns_ = t;
     } else {
-      FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "timerfd_settime failed: %s", std::strerror(errno));
+      FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "timerfd_settime failed: %s",
+                       std::strerror(errno));
     }
   }
 }
@@ -735,15 +743,18 @@ Status Context::Listen(const ferry_listen_args_t& args, Listener** out) {
 Status Context::ListenerAddress(Listener* l, char* buf, uint64_t buf_len) {
   ferry_status_t rc = inner_->vt->listener_address(l->inner, buf, buf_len);
   if (rc != FERRY_OK) {
-    return Error(rc, "chaos: listener_address() of the inner transport failed "
-                     "with status %d", static_cast<int>(rc));
+    return Error(rc,
+                 "chaos: listener_address() of the inner transport failed "
+                 "with status %d",
+                 static_cast<int>(rc));
   }
   return Status();
 }
 
 void Context::CloseListener(Listener* l) {
   inner_->vt->close_listener(l->inner);
-  listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), l), listeners_.end());
+  listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), l),
+                   listeners_.end());
   delete l;
 }
 
@@ -780,8 +791,8 @@ Status Context::Send(Conn* c, const ferry_send_args_t* args) {
       args->segment_stride >= FERRY_STRUCT_SIZE(ferry_segment_t, length)) {
     segs.resize(args->num_segments);
     for (uint32_t i = 0; i < args->num_segments; ++i) {
-      const ferry_segment_t* s =
-          FERRY_ELEMENT_AT(const ferry_segment_t, args->segments, args->segment_stride, i);
+      const ferry_segment_t* s = FERRY_ELEMENT_AT(const ferry_segment_t, args->segments,
+                                                  args->segment_stride, i);
       size_t n = std::min<size_t>({s->struct_size, sizeof(ferry_segment_t),
                                    static_cast<size_t>(args->segment_stride)});
       std::memcpy(&segs[i], s, n);
@@ -931,8 +942,10 @@ Status Context::PeerAddress(Conn* c, char* buf, uint64_t buf_len) {
   if (inner_->Has(CHAOS_VT(conn_peer_address)) && !c->inner_closed) {
     ferry_status_t rc = inner_->vt->conn_peer_address(c->inner, buf, buf_len);
     if (rc != FERRY_OK) {
-      return Error(rc, "chaos: conn_peer_address() of the inner transport failed "
-                       "with status %d", static_cast<int>(rc));
+      return Error(rc,
+                   "chaos: conn_peer_address() of the inner transport failed "
+                   "with status %d",
+                   static_cast<int>(rc));
     }
     return Status();
   }

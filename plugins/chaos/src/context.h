@@ -18,8 +18,8 @@
 
 #include "config.h"
 #include "inner.h"
-#include "status.h"
 #include "prng.h"
+#include "status.h"
 
 #include <ferry/transport.h>
 
@@ -57,7 +57,7 @@ struct Message {
 struct Held {
   enum class State { kDraining, kReady, kLost };
   std::shared_ptr<Message> msg;
-  uint64_t seq = 0;         // inner arrival index on the connection
+  uint64_t seq = 0;  // inner arrival index on the connection
   bool duplicate = false;
   uint64_t delay_ns = 0;
   State state = State::kDraining;
@@ -76,35 +76,37 @@ struct Drain {
 struct Delivered {
   std::shared_ptr<Message> msg;
   std::vector<ferry_arrival_segment_t> segments;  // the event's descriptors
-  bool returned = false;  // progress() has returned its ARRIVAL
+  bool returned = false;                          // progress() has returned its ARRIVAL
 };
 
 class Conn {
  public:
   Conn(Context* context, uint64_t conn_ordinal, uint64_t seed, void* host_user_data)
-      : ctx(context), ordinal(conn_ordinal), rng(ConnSeed(seed, conn_ordinal)),
+      : ctx(context),
+        ordinal(conn_ordinal),
+        rng(ConnSeed(seed, conn_ordinal)),
         user_data(host_user_data) {}
   ~Conn() { magic = kDeadMagic; }
 
   uint32_t magic = kConnMagic;
   Context* const ctx;
-  const uint64_t ordinal;       // creation order in the context
-  Rng rng;                      // this connection's decision stream
+  const uint64_t ordinal;  // creation order in the context
+  Rng rng;                 // this connection's decision stream
   ferry_conn_t* inner = nullptr;
   void* user_data;              // what the host sees as conn_user_data
   std::string connect_address;  // for conn_peer_address without the inner's
   uint64_t next_seq = 0;
 
-  bool closing = false;       // the host called close()
-  bool inner_closed = false;  // the inner CLOSED came: `inner` is invalid
-  bool broken = false;        // the inner connection broke
-  bool broken_queued = false; // chaos's CONN_BROKEN is queued
+  bool closing = false;        // the host called close()
+  bool inner_closed = false;   // the inner CLOSED came: `inner` is invalid
+  bool broken = false;         // the inner connection broke
+  bool broken_queued = false;  // chaos's CONN_BROKEN is queued
   ferry_status_t broken_status = FERRY_OK;
   std::string broken_message;
-  size_t drains = 0;          // Drains in flight on this connection
+  size_t drains = 0;  // Drains in flight on this connection
 
-  uint64_t last_release_ns = 0;                // reorder=0: FIFO release
-  std::deque<std::shared_ptr<Held>> held;      // in inner arrival order
+  uint64_t last_release_ns = 0;                      // reorder=0: FIFO release
+  std::deque<std::shared_ptr<Held>> held;            // in inner arrival order
   std::unordered_map<uint64_t, Delivered> arrivals;  // by chaos msg_id
 };
 

@@ -19,7 +19,9 @@ using ferry_plugin::ArgsOk;
 using ferry_plugin::BadArgs;
 using ferry_plugin::BadHandle;
 
-Context* CtxOf(ferry_context_t* h) { return reinterpret_cast<Context*>(h); }
+Context* CtxOf(ferry_context_t* h) {
+  return reinterpret_cast<Context*>(h);
+}
 Conn* ConnOf(ferry_conn_t* h) {
   auto* c = reinterpret_cast<Conn*>(h);
   return c != nullptr && c->magic == kConnMagic ? c : nullptr;
@@ -41,7 +43,9 @@ Status Init(const ferry_init_args_t* args, ferry_context_t** out) {
   return st;
 }
 
-void Fini(ferry_context_t* handle) { delete CtxOf(handle); }
+void Fini(ferry_context_t* handle) {
+  delete CtxOf(handle);
+}
 
 Status Query(ferry_context_t* handle, ferry_context_info_t* info) {
   Context* ctx = CtxOf(handle);
@@ -57,7 +61,8 @@ Status Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
   Context* ctx = CtxOf(handle);
   if (ctx == nullptr || args == nullptr ||
       args->struct_size < FERRY_STRUCT_SIZE(ferry_progress_args_t, num_events)) {
-    return Error(FERRY_INVALID_ARGUMENT, "chaos: progress() needs a context and progress args");
+    return Error(FERRY_INVALID_ARGUMENT,
+                 "chaos: progress() needs a context and progress args");
   }
   std::lock_guard<std::mutex> lock(ctx->mutex());
   Status st = ctx->Progress(args);
@@ -65,7 +70,8 @@ Status Progress(ferry_context_t* handle, ferry_progress_args_t* args) {
   return st;
 }
 
-Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args, ferry_listener_t** out) {
+Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
+              ferry_listener_t** out) {
   Context* ctx = CtxOf(handle);
   if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
   if (!ArgsOk(args)) return BadArgs("listen", args);
@@ -94,7 +100,8 @@ void CloseListener(ferry_listener_t* handle) {
   ctx->CloseListener(l);
 }
 
-Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args, ferry_conn_t** out) {
+Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args,
+               ferry_conn_t** out) {
   Context* ctx = CtxOf(handle);
   if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
   if (!ArgsOk(args)) return BadArgs("connect", args);

@@ -16,8 +16,8 @@
 
 // chaos's own entry point (entry.cc): an inner file that resolves to it is
 // chaos itself.
-extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate(
-    ferry_negotiate_args_t* args);
+extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t
+ferry_transport_negotiate(ferry_negotiate_args_t* args);
 
 namespace ferry_chaos {
 namespace {
@@ -79,15 +79,14 @@ std::string PluginsIn(const std::string& dir) {
   return out.empty() ? "none" : out;
 }
 
-const char* const kRequired[] = {"init",   "fini",    "query",          "progress",
-                                 "listen", "listener_address", "close_listener",
-                                 "connect", "send",   "place",          "discard",
-                                 "close"};
+const char* const kRequired[] = {
+    "init",           "fini",    "query", "progress", "listen",  "listener_address",
+    "close_listener", "connect", "send",  "place",    "discard", "close"};
 const size_t kRequiredOffsets[] = {
-    CHAOS_VT(init),   CHAOS_VT(fini),    CHAOS_VT(query),
-    CHAOS_VT(progress), CHAOS_VT(listen), CHAOS_VT(listener_address),
+    CHAOS_VT(init),           CHAOS_VT(fini),    CHAOS_VT(query),
+    CHAOS_VT(progress),       CHAOS_VT(listen),  CHAOS_VT(listener_address),
     CHAOS_VT(close_listener), CHAOS_VT(connect), CHAOS_VT(send),
-    CHAOS_VT(place),  CHAOS_VT(discard), CHAOS_VT(close)};
+    CHAOS_VT(place),          CHAOS_VT(discard), CHAOS_VT(close)};
 
 Status Negotiate(const std::string& path, const std::string& wanted,
                  std::unique_ptr<InnerPlugin>* out) {
@@ -134,13 +133,13 @@ Status Negotiate(const std::string& path, const std::string& wanted,
                  path.c_str());
   }
   if (st != FERRY_OK) {
-    return Error(st == FERRY_INCOMPATIBLE ? FERRY_INCOMPATIBLE : FERRY_FAILED_PRECONDITION,
-                 "chaos: the inner transport %s refused ABI %u.%u-%u.%u "
-                 "(it supports %u.%u-%u.%u): %s",
-                 path.c_str(), FERRY_TRANSPORT_ABI_MAJOR, kMinorMin,
-                 FERRY_TRANSPORT_ABI_MAJOR, kMinorMax, na.plugin_abi_major,
-                 na.plugin_minor_min, na.plugin_abi_major, na.plugin_minor_max,
-                 msg[0] ? msg : "no reason given");
+    return Error(
+        st == FERRY_INCOMPATIBLE ? FERRY_INCOMPATIBLE : FERRY_FAILED_PRECONDITION,
+        "chaos: the inner transport %s refused ABI %u.%u-%u.%u "
+        "(it supports %u.%u-%u.%u): %s",
+        path.c_str(), FERRY_TRANSPORT_ABI_MAJOR, kMinorMin, FERRY_TRANSPORT_ABI_MAJOR,
+        kMinorMax, na.plugin_abi_major, na.plugin_minor_min, na.plugin_abi_major,
+        na.plugin_minor_max, msg[0] ? msg : "no reason given");
   }
   if (na.vtable == nullptr || na.chosen_minor < kMinorMin ||
       na.chosen_minor > kMinorMax || na.name == nullptr) {
@@ -164,7 +163,8 @@ Status Negotiate(const std::string& path, const std::string& wanted,
   }
   std::string missing;
   for (size_t i = 0; i < sizeof kRequiredOffsets / sizeof kRequiredOffsets[0]; ++i) {
-    if (!p->Has(kRequiredOffsets[i])) missing += std::string(missing.empty() ? "" : ", ") + kRequired[i];
+    if (!p->Has(kRequiredOffsets[i]))
+      missing += std::string(missing.empty() ? "" : ", ") + kRequired[i];
   }
   if (!missing.empty()) {
     return Error(FERRY_FAILED_PRECONDITION,

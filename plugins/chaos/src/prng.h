@@ -31,7 +31,9 @@ inline uint64_t ConnSeed(uint64_t seed, uint64_t ordinal) {
 }
 
 // The seed of the context's own stream (the order of a batch of releases).
-inline uint64_t ContextSeed(uint64_t seed) { return SplitMix64(seed); }
+inline uint64_t ContextSeed(uint64_t seed) {
+  return SplitMix64(seed);
+}
 
 class Rng {
  public:

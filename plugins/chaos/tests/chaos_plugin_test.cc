@@ -37,8 +37,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kDeadline = std::chrono::seconds(30);
 constexpr uint32_t kMagic = 0xC4A05u;
 
-const char* const kKeys[] = {"inner",     "seed",      "delay_us_max",    "reorder",
-                             "dup_rate",  "drop_rate", "max_inline_size", "priority"};
+const char* const kKeys[] = {"inner",    "seed",      "delay_us_max",    "reorder",
+                             "dup_rate", "drop_rate", "max_inline_size", "priority"};
 
 using ferry::testkit::Endpoint;
 using ferry::testkit::Event;
@@ -70,7 +70,8 @@ void Apply(const Params& p) {
   ferry::SetPluginParam("chaos", "inner", p.inner);
   ferry::SetPluginParam("chaos", "seed", p.seed);
   ferry::SetPluginParam("chaos", "delay_us_max", std::to_string(p.delay_us_max));
-  if (p.reorder >= 0) ferry::SetPluginParam("chaos", "reorder", std::to_string(p.reorder));
+  if (p.reorder >= 0)
+    ferry::SetPluginParam("chaos", "reorder", std::to_string(p.reorder));
   ferry::SetPluginParam("chaos", "dup_rate", std::to_string(p.dup_rate));
   ferry::SetPluginParam("chaos", "drop_rate", std::to_string(p.drop_rate));
   ferry::SetPluginParam("chaos", "max_inline_size", std::to_string(p.max_inline_size));
@@ -80,7 +81,8 @@ class ChaosTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // Nothing from the environment may change what a test asks for.
-    for (const char* key : kKeys) unsetenv(ferry::PluginParamEnvName("chaos", key).c_str());
+    for (const char* key : kKeys)
+      unsetenv(ferry::PluginParamEnvName("chaos", key).c_str());
   }
   void TearDown() override {
     for (const char* key : kKeys) ferry::ClearPluginParam("chaos", key);
@@ -107,20 +109,23 @@ std::unique_ptr<Endpoint> Open(const std::string& plugin) {
 // most 10 ms) on their wakeup fds. False at the deadline.
 bool Pump(std::initializer_list<Endpoint*> eps, const std::function<bool()>& done,
           std::chrono::milliseconds timeout = kDeadline) {
-  return ferry::testkit::PumpUntil(eps, done, timeout, ferry::testkit::Idle::kWaitOnWakeups);
+  return ferry::testkit::PumpUntil(eps, done, timeout,
+                                   ferry::testkit::Idle::kWaitOnWakeups);
 }
 
 unsigned char PatternByte(uint32_t index, uint64_t j) {
   return static_cast<unsigned char>((index * 31u + j * 7u) & 0xffu);
 }
-uint64_t SegmentSize(uint32_t index) { return index % 10 == 0 ? 64 * 1024 : 16; }
+uint64_t SegmentSize(uint32_t index) {
+  return index % 10 == 0 ? 64 * 1024 : 16;
+}
 
 // What the receiving side saw.
 struct Received {
   std::vector<uint32_t> order;  // message indices, in arrival order
   std::set<uint64_t> msg_ids;
   size_t arrivals = 0;
-  size_t after_broken = 0;      // arrivals returned after CONN_BROKEN
+  size_t after_broken = 0;          // arrivals returned after CONN_BROKEN
   size_t before_sender_closed = 0;  // arrivals returned before that
   ferry_status_t broken_status = FERRY_OK;
   size_t placed_not_inline = 0;
@@ -197,7 +202,8 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
           EXPECT_FALSE(recv_closed);
           ++out->arrivals;
           if (broken) ++out->after_broken;
-          EXPECT_TRUE(out->msg_ids.insert(e.msg_id).second) << "msg_id reused: " << e.msg_id;
+          EXPECT_TRUE(out->msg_ids.insert(e.msg_id).second)
+              << "msg_id reused: " << e.msg_id;
           ASSERT_EQ(e.header.size(), 8u);
           uint32_t index = 0, magic = 0;
           std::memcpy(&index, e.header.data(), 4);
@@ -207,11 +213,13 @@ void Exchange(const Params& p, uint32_t n, Received* out, Options opt = Options(
           ASSERT_EQ(e.segments.size(), 1u);
           ASSERT_EQ(e.segments[0].length, SegmentSize(index));
           const bool is_inline = e.segments[0].is_inline;
-          EXPECT_EQ(is_inline, p.max_inline_size == 0 || SegmentSize(index) <= p.max_inline_size)
+          EXPECT_EQ(is_inline,
+                    p.max_inline_size == 0 || SegmentSize(index) <= p.max_inline_size)
               << "message " << index;
           if (is_inline) {
             for (uint64_t j = 0; j < e.segments[0].length; ++j) {
-              ASSERT_EQ(static_cast<unsigned char>(e.segments[0].bytes[j]), PatternByte(index, j))
+              ASSERT_EQ(static_cast<unsigned char>(e.segments[0].bytes[j]),
+                        PatternByte(index, j))
                   << "message " << index << " byte " << j;
             }
           }
@@ -440,8 +448,10 @@ TEST_F(ChaosTest, DelayReordersAndDeliversEachExactlyOnce) {
   std::vector<uint32_t> expected(kN);
   std::iota(expected.begin(), expected.end(), 0u);
   EXPECT_EQ(sorted, expected) << "every message exactly once";
-  EXPECT_NE(run.order, expected) << "a 0..2 ms delay per arrival must reorder 200 messages";
-  EXPECT_EQ(run.after_broken, 0u) << "arrivals held when the peer closed come before CONN_BROKEN";
+  EXPECT_NE(run.order, expected)
+      << "a 0..2 ms delay per arrival must reorder 200 messages";
+  EXPECT_EQ(run.after_broken, 0u)
+      << "arrivals held when the peer closed come before CONN_BROKEN";
   EXPECT_EQ(run.broken_status, FERRY_PEER_GONE);
   EXPECT_NE(run.description.find("seed=42 "), std::string::npos) << run.description;
 }
@@ -492,7 +502,8 @@ TEST_F(ChaosTest, DropRate500DropsAboutHalf) {
   ASSERT_NO_FATAL_FAILURE(Exchange(p, kN, &run));
   std::vector<int> copies = Copies(run, kN);
   const long got = std::count(copies.begin(), copies.end(), 1);
-  EXPECT_EQ(std::count(copies.begin(), copies.end(), 2), 0) << "no duplicates without dup_rate";
+  EXPECT_EQ(std::count(copies.begin(), copies.end(), 2), 0)
+      << "no duplicates without dup_rate";
   // Binomial(200, 0.5): mean 100, sd 7.1; [60, 140] is beyond 5.6 sd.
   EXPECT_GE(got, 60);
   EXPECT_LE(got, 140);
@@ -602,7 +613,8 @@ TEST_F(ChaosTest, CloseDropsHeldArrivals) {
     return closed;
   }));
   send->t().Close(sconn);
-  ASSERT_TRUE(Pump({send.get()}, [&] { return take(send.get(), FERRY_EV_CLOSED).type != 0; }));
+  ASSERT_TRUE(
+      Pump({send.get()}, [&] { return take(send.get(), FERRY_EV_CLOSED).type != 0; }));
   recv->t().CloseListener(listener);
 }
 
@@ -625,14 +637,16 @@ TEST_F(ChaosTest, ClearErrorsForBadSetups) {
   t = ferry::Transport::Open(plugin, 0, "bad");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), FERRY_INVALID_ARGUMENT);
-  EXPECT_NE(t.status().message().find("itself"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("itself"), std::string::npos)
+      << t.status().message();
 
   p.inner = std::string(FERRY_CHAOS_PLUGIN_DIR) + "/libferry-chaos.so";  // by path
   Apply(p);
   t = ferry::Transport::Open(plugin, 0, "bad");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), FERRY_INVALID_ARGUMENT);
-  EXPECT_NE(t.status().message().find("itself"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("itself"), std::string::npos)
+      << t.status().message();
 
   p = Params();
   p.dup_rate = 1001;

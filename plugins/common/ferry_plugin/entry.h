@@ -51,7 +51,7 @@ struct PluginInfo {
   const char* version;  // "0.1.0"
   uint32_t minor_min;   // the ABI minors the plugin implements
   uint32_t minor_max;
-  uint64_t features;    // FERRY_FEATURE_*
+  uint64_t features;  // FERRY_FEATURE_*
 };
 
 // Logs (and, with `err`, reports) an exception that reached entry `entry`.
@@ -61,7 +61,8 @@ void ReportInternal(const char* entry, ferry_error_buf_t* err, const char* what)
 // *error only when it fails; that error goes into `err` (which may be NULL).
 // Any exception becomes FERRY_INTERNAL, reported through ReportInternal.
 template <typename Body>
-inline ferry_status_t Guard(const char* entry, ferry_error_buf_t* err, Body&& body) noexcept {
+inline ferry_status_t Guard(const char* entry, ferry_error_buf_t* err,
+                            Body&& body) noexcept {
   try {
     Status error;
     const ferry_status_t code = body(&error);
@@ -106,15 +107,18 @@ struct Slots {
   }
   static void Fini(ferry_context_t* ctx) noexcept { CallVoid<P::fini>("fini", ctx); }
   static ferry_status_t Query(ferry_context_t* ctx, ferry_context_info_t* info) noexcept {
-    return Guard("query", nullptr, [&](Status* e) { return Call<P::query>(e, ctx, info); });
+    return Guard("query", nullptr,
+                 [&](Status* e) { return Call<P::query>(e, ctx, info); });
   }
-  static ferry_status_t Progress(ferry_context_t* ctx, ferry_progress_args_t* args) noexcept {
+  static ferry_status_t Progress(ferry_context_t* ctx,
+                                 ferry_progress_args_t* args) noexcept {
     return Guard("progress", nullptr,
                  [&](Status* e) { return Call<P::progress>(e, ctx, args); });
   }
   static ferry_status_t Listen(ferry_context_t* ctx, const ferry_listen_args_t* args,
                                ferry_listener_t** out, ferry_error_buf_t* err) noexcept {
-    return Guard("listen", err, [&](Status* e) { return Call<P::listen>(e, ctx, args, out); });
+    return Guard("listen", err,
+                 [&](Status* e) { return Call<P::listen>(e, ctx, args, out); });
   }
   static ferry_status_t ListenerAddress(ferry_listener_t* listener, char* buf,
                                         uint64_t buf_len) noexcept {
@@ -143,11 +147,12 @@ struct Slots {
   }
   static ferry_status_t Discard(ferry_conn_t* conn, uint64_t msg_id,
                                 ferry_error_buf_t* err) noexcept {
-    return Guard("discard", err, [&](Status* e) { return Call<P::discard>(e, conn, msg_id); });
+    return Guard("discard", err,
+                 [&](Status* e) { return Call<P::discard>(e, conn, msg_id); });
   }
   static void Close(ferry_conn_t* conn) noexcept { CallVoid<P::close>("close", conn); }
-  static ferry_status_t Reg(ferry_context_t* ctx, const ferry_reg_args_t* args, ferry_mr_t** out,
-                            ferry_error_buf_t* err) noexcept {
+  static ferry_status_t Reg(ferry_context_t* ctx, const ferry_reg_args_t* args,
+                            ferry_mr_t** out, ferry_error_buf_t* err) noexcept {
     return Guard("reg", err, [&](Status* e) { return Call<P::reg>(e, ctx, args, out); });
   }
   static void Dereg(ferry_context_t* ctx, ferry_mr_t* mr) noexcept {
@@ -202,8 +207,8 @@ ferry_status_t Negotiate(ferry_negotiate_args_t* args) noexcept {
   return Guard("negotiate", nullptr, [&](Status*) {
     const PluginInfo& info = P::kInfo;
     const ferry_status_t code =
-        ferry_plugin_negotiate(args, info.name, info.version, info.minor_min, info.minor_max,
-                               info.features, &entry_detail::kVtable<P>);
+        ferry_plugin_negotiate(args, info.name, info.version, info.minor_min,
+                               info.minor_max, info.features, &entry_detail::kVtable<P>);
     if (code == FERRY_OK) {
       SetPluginName(info.name);
       SetHostServices(args->host);
@@ -220,11 +225,11 @@ Status BadArgs(const char* entry, const char* type, uint32_t got, size_t need);
 // name (for messages) and the struct_size the ABI's first minor defines.
 template <typename Args>
 struct ArgsSpec;
-#define FERRY_PLUGIN_ARGS_SPEC(type, min_size)                     \
-  template <>                                                      \
-  struct ArgsSpec<type> {                                          \
-    static constexpr const char* kName = #type;                    \
-    static constexpr size_t kMinSize = (min_size);                 \
+#define FERRY_PLUGIN_ARGS_SPEC(type, min_size)     \
+  template <>                                      \
+  struct ArgsSpec<type> {                          \
+    static constexpr const char* kName = #type;    \
+    static constexpr size_t kMinSize = (min_size); \
   };
 FERRY_PLUGIN_ARGS_SPEC(ferry_listen_args_t, FERRY_LISTEN_ARGS_STRUCT_SIZE)
 FERRY_PLUGIN_ARGS_SPEC(ferry_connect_args_t, FERRY_CONNECT_ARGS_STRUCT_SIZE)
@@ -255,8 +260,8 @@ Status CopyString(const std::string& s, char* buf, uint64_t buf_len);
 // Defines the plugin's one exported symbol, ferry_transport_negotiate, for
 // the plugin described by P (see the top of this file). Use once per plugin,
 // at global scope.
-#define FERRY_PLUGIN_ENTRY(P)                                               \
+#define FERRY_PLUGIN_ENTRY(P)                                                 \
   extern "C" FERRY_TRANSPORT_EXPORT ferry_status_t ferry_transport_negotiate( \
-      ferry_negotiate_args_t* args) {                                       \
-    return ::ferry_plugin::Negotiate<P>(args);                              \
+      ferry_negotiate_args_t* args) {                                         \
+    return ::ferry_plugin::Negotiate<P>(args);                                \
   }

@@ -104,7 +104,8 @@ class EventQueue {
                    ConnFields&& conn_fields, Delivered&& delivered) {
     const size_t stride = static_cast<size_t>(args->event_stride);
     const size_t size = std::min(stride, sizeof(ferry_event_t));
-    char* const base = static_cast<char*>(static_cast<void*>(args->events)) + stride * first;
+    char* const base =
+        static_cast<char*>(static_cast<void*>(args->events)) + stride * first;
     const bool in_place = HostSlotsInPlace(args);
     ferry_event_t local;
     const uint32_t room = args->max_events > first ? args->max_events - first : 0;

@@ -20,6 +20,8 @@ void SetPluginName(const char* name) {
   if (name != nullptr) g_name.store(name, std::memory_order_release);
 }
 
-const char* PluginName() { return g_name.load(std::memory_order_acquire); }
+const char* PluginName() {
+  return g_name.load(std::memory_order_acquire);
+}
 
 }  // namespace ferry_plugin

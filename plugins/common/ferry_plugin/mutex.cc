@@ -21,8 +21,8 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
 constexpr int kSpins = 100;
 
 long Futex(std::atomic<uint32_t>* word, int op, uint32_t value) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
-                 nullptr, nullptr, 0);
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, nullptr,
+                 nullptr, 0);
 }
 
 }  // namespace
@@ -32,8 +32,7 @@ void Mutex::LockContended() {
     ferry_support::CpuRelax();
     uint32_t expected = kFree;
     if (state_.load(std::memory_order_relaxed) == kFree &&
-        state_.compare_exchange_weak(expected, kLocked,
-                                     std::memory_order_acquire,
+        state_.compare_exchange_weak(expected, kLocked, std::memory_order_acquire,
                                      std::memory_order_relaxed)) {
       return;
     }
@@ -46,6 +45,8 @@ void Mutex::LockContended() {
   }
 }
 
-void Mutex::WakeOne() { Futex(&state_, FUTEX_WAKE_PRIVATE, 1); }
+void Mutex::WakeOne() {
+  Futex(&state_, FUTEX_WAKE_PRIVATE, 1);
+}
 
 }  // namespace ferry_plugin

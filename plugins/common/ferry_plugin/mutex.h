@@ -22,8 +22,7 @@ class Mutex {
 
   void lock() {
     uint32_t expected = kFree;
-    if (state_.compare_exchange_strong(expected, kLocked,
-                                       std::memory_order_acquire,
+    if (state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
                                        std::memory_order_relaxed)) {
       return;
     }
@@ -32,8 +31,7 @@ class Mutex {
 
   bool try_lock() {
     uint32_t expected = kFree;
-    return state_.compare_exchange_strong(expected, kLocked,
-                                          std::memory_order_acquire,
+    return state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
                                           std::memory_order_relaxed);
   }
 

@@ -13,7 +13,8 @@ std::string VFormat(const char* fmt, va_list ap) {
   int n = std::vsnprintf(small, sizeof small, fmt, copy);
   va_end(copy);
   if (n < 0) return std::string(fmt);
-  if (static_cast<size_t>(n) < sizeof small) return std::string(small, static_cast<size_t>(n));
+  if (static_cast<size_t>(n) < sizeof small)
+    return std::string(small, static_cast<size_t>(n));
   std::string out(static_cast<size_t>(n) + 1, '\0');
   std::vsnprintf(out.data(), out.size(), fmt, ap);
   out.resize(static_cast<size_t>(n));

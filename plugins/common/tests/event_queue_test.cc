@@ -48,8 +48,8 @@ uint32_t DeliverAll(Queue& q, HostArray& h, uint32_t first) {
 // What the fabric plugin writes for an arrival it reads off the network:
 // a slot from Take, then the message's fields (false when Take refused).
 bool WriteArrival(HostEvents* direct, FakeConn* c, uint64_t msg_id) {
-  ferry_event_t* ev = direct->Take(FERRY_EV_ARRIVAL, reinterpret_cast<ferry_conn_t*>(c),
-                                   c->user_data);
+  ferry_event_t* ev =
+      direct->Take(FERRY_EV_ARRIVAL, reinterpret_cast<ferry_conn_t*>(c), c->user_data);
   if (ev == nullptr) return false;
   ev->msg_id = msg_id;
   ev->header = nullptr;
@@ -160,7 +160,8 @@ TEST(EventQueue, DeliverFromASlotLeavesTheSlotsBeforeItAndStopsAtTheEnd) {
   FakeConn a;
   for (uint64_t i = 1; i <= 3; ++i) q.Push(FERRY_EV_ARRIVAL, &a, nullptr).msg_id = i;
   HostArray h(3, sizeof(ferry_event_t));
-  std::vector<unsigned char> before(h.bytes.begin(), h.bytes.begin() + sizeof(ferry_event_t));
+  std::vector<unsigned char> before(h.bytes.begin(),
+                                    h.bytes.begin() + sizeof(ferry_event_t));
   ASSERT_EQ(DeliverAll(q, h, 1), 2u);
   EXPECT_TRUE(std::equal(before.begin(), before.end(), h.bytes.begin()));
   EXPECT_EQ(h.at(1).msg_id, 1u);

@@ -50,8 +50,8 @@ std::string HexEncode(const std::string& bytes) {
   return out;
 }
 
-std::string ListenerAddress(const std::string& provider,
-                            const std::string& name, uint64_t listener_id) {
+std::string ListenerAddress(const std::string& provider, const std::string& name,
+                            uint64_t listener_id) {
   return PeerAddress(provider, name) + "/" +
          std::to_string(static_cast<unsigned long long>(listener_id));
 }

@@ -27,8 +27,8 @@ struct ParsedAddress {
 std::string HexEncode(const std::string& bytes);
 
 // "fi://<provider>/<hex>/<listener_id>".
-std::string ListenerAddress(const std::string& provider,
-                            const std::string& name, uint64_t listener_id);
+std::string ListenerAddress(const std::string& provider, const std::string& name,
+                            uint64_t listener_id);
 // "fi://<provider>/<hex>": the peer of a connection.
 std::string PeerAddress(const std::string& provider, const std::string& name);
 

@@ -6,7 +6,6 @@
 // goes back and the connection's next arrival may be delivered.
 #include "context.h"
 
-
 namespace ferry_fabric {
 
 Status Context::CheckAnswer(Conn* c, uint64_t msg_id, const char* call) const {
@@ -73,8 +72,7 @@ Status Context::Place(Conn* c, const ferry_place_args_t& a) {
   bool moves_bytes = false;
   for (size_t i = 0; i < n; ++i) {
     if (m->bulk[i].mode == wire::kInline) continue;  // the host copies those
-    const auto* d = FERRY_ELEMENT_AT(const ferry_place_dest_t, a.dests,
-                                     a.dest_stride, i);
+    const auto* d = FERRY_ELEMENT_AT(const ferry_place_dest_t, a.dests, a.dest_stride, i);
     if (d->data == nullptr) continue;  // dropped
     if (d->capacity < m->segs[i].length) {
       return Error(FERRY_INVALID_ARGUMENT,
@@ -83,8 +81,8 @@ Status Context::Place(Conn* c, const ferry_place_args_t& a) {
                    i, static_cast<unsigned long long>(d->capacity),
                    static_cast<unsigned long long>(m->segs[i].length));
     }
-    if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) &&
-        !IsHostMemory(d->device) && !(CudaMemory() && m->bulk[i].mode == wire::kRma)) {
+    if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) && !IsHostMemory(d->device) &&
+        !(CudaMemory() && m->bulk[i].mode == wire::kRma)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "fabric: place() destination %zu is device memory (type "
                    "%d), which provider %s cannot write here (needs FI_HMEM and "

@@ -23,8 +23,7 @@ class BufferArena {
   BufferArena& operator=(const BufferArena&) = delete;
 
   // count buffers of `size` bytes, page-aligned, registered with `access`.
-  Status Init(Registrar* registrar, uint32_t count, uint32_t size,
-              uint64_t access);
+  Status Init(Registrar* registrar, uint32_t count, uint32_t size, uint64_t access);
   char* buffer(uint32_t i) const { return base_ + static_cast<size_t>(i) * size_; }
   void* desc() const { return desc_; }
   uint32_t count() const { return count_; }

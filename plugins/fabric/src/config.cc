@@ -1,6 +1,5 @@
 #include "config.h"
 
-
 #include "ferry_plugin/host.h"
 #include "ferry_plugin/log.h"
 #include "ferry_plugin/params.h"
@@ -34,9 +33,12 @@ Tristate TristateParam(const char* key) {
 
 const char* TristateName(Tristate t) {
   switch (t) {
-    case Tristate::kOn: return "on";
-    case Tristate::kOff: return "off";
-    default: return "auto";
+    case Tristate::kOn:
+      return "on";
+    case Tristate::kOff:
+      return "off";
+    default:
+      return "auto";
   }
 }
 
@@ -48,25 +50,22 @@ Config LoadConfig(uint32_t init_flags) {
   c.rma = TristateParam("rma");
   c.hmem = TristateParam("hmem");
   c.force_mr_local = IntParam("force_mr_local", 0, 0, 1) != 0;
-  c.busy_poll = (init_flags & FERRY_INIT_BUSY_POLL) != 0 ||
-                IntParam("busy_poll", 0, 0, 1) != 0;
+  c.busy_poll =
+      (init_flags & FERRY_INIT_BUSY_POLL) != 0 || IntParam("busy_poll", 0, 0, 1) != 0;
   c.inject = IntParam("inject", 1, 0, 1) != 0;
-  c.eager_size = static_cast<uint32_t>(
-      IntParam("eager_size", c.eager_size, 4096, 1u << 20));
+  c.eager_size =
+      static_cast<uint32_t>(IntParam("eager_size", c.eager_size, 4096, 1u << 20));
   c.max_header_size = static_cast<uint32_t>(
       IntParam("max_header_size", c.max_header_size, 64, c.eager_size / 2));
-  c.max_segments =
-      static_cast<uint32_t>(IntParam("max_segments", c.max_segments, 1, 64));
+  c.max_segments = static_cast<uint32_t>(IntParam("max_segments", c.max_segments, 1, 64));
   c.max_inline_size = static_cast<uint32_t>(
       IntParam("max_inline_size", c.max_inline_size, 0, c.eager_size / 2));
-  c.max_message_size = IntParam("max_message_size", c.max_message_size, 4096,
-                                uint64_t{1} << 50);
-  c.rx_buffers =
-      static_cast<uint32_t>(IntParam("rx_buffers", c.rx_buffers, 16, 65536));
-  c.rx_posted = static_cast<uint32_t>(
-      IntParam("rx_posted", c.rx_posted, 8, c.rx_buffers));
-  c.tx_buffers =
-      static_cast<uint32_t>(IntParam("tx_buffers", c.tx_buffers, 16, 65536));
+  c.max_message_size =
+      IntParam("max_message_size", c.max_message_size, 4096, uint64_t{1} << 50);
+  c.rx_buffers = static_cast<uint32_t>(IntParam("rx_buffers", c.rx_buffers, 16, 65536));
+  c.rx_posted =
+      static_cast<uint32_t>(IntParam("rx_posted", c.rx_posted, 8, c.rx_buffers));
+  c.tx_buffers = static_cast<uint32_t>(IntParam("tx_buffers", c.tx_buffers, 16, 65536));
   c.rma_chunk_size =
       IntParam("rma_chunk_size", c.rma_chunk_size, 4096, uint64_t{1} << 32);
   c.max_pending_sends = static_cast<uint32_t>(
@@ -75,8 +74,8 @@ Config LoadConfig(uint32_t init_flags) {
       IntParam("max_spill_bytes", c.max_spill_bytes, 0, uint64_t{1} << 40);
   c.connect_timeout_ms = static_cast<uint32_t>(
       IntParam("connect_timeout_ms", c.connect_timeout_ms, 1, 3600000));
-  c.close_timeout_ms = static_cast<uint32_t>(
-      IntParam("close_timeout_ms", c.close_timeout_ms, 1, 3600000));
+  c.close_timeout_ms =
+      static_cast<uint32_t>(IntParam("close_timeout_ms", c.close_timeout_ms, 1, 3600000));
   c.priority = static_cast<int32_t>(
       ferry_host_param_int(ferry_plugin::HostServices(), kPlugin, "priority", -1));
   c.domain_override = StringParam("domain_override", "");

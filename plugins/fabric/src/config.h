@@ -32,20 +32,20 @@ struct Config {
   uint32_t eager_size = 16 * 1024;      // receive buffer = largest eager frame
   uint32_t max_inline_size = 8 * 1024;  // per segment, when it fits the frame
   uint32_t max_header_size = 4096;
-  uint32_t max_segments = 64;           // <= 64: CTS carries a 64-bit mask
+  uint32_t max_segments = 64;  // <= 64: CTS carries a 64-bit mask
   uint64_t max_message_size = uint64_t{1} << 40;
   uint32_t rx_buffers = 256;  // receive buffers: posted, or held by arrivals
   // Of those, how many are kept posted; the rest wait on a stack, the most
   // recently used on top (receive.cc: why few, and why a stack).
   uint32_t rx_posted = 32;
-  uint32_t tx_buffers = 256;  // registered bounce buffers for sends
-  uint64_t rma_chunk_size = 8u << 20;  // one fi_read moves at most this
-  uint32_t max_pending_sends = 4096;   // queued per connection, then
-                                       // FERRY_UNAVAILABLE
+  uint32_t tx_buffers = 256;             // registered bounce buffers for sends
+  uint64_t rma_chunk_size = 8u << 20;    // one fi_read moves at most this
+  uint32_t max_pending_sends = 4096;     // queued per connection, then
+                                         // FERRY_UNAVAILABLE
   uint64_t max_spill_bytes = 64u << 20;  // copies of held arrivals
   uint32_t connect_timeout_ms = 20000;
   uint32_t close_timeout_ms = 5000;
-  int32_t priority = -1;  // -1: by provider (see context.cc)
+  int32_t priority = -1;        // -1: by provider (see context.cc)
   std::string domain_override;  // test-only: pretend to be elsewhere
   // test-only: hmem=auto's GPU driver check answers this instead of
   // looking for /dev/nvidiactl and /dev/kfd (auto: look).

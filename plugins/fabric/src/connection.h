@@ -62,7 +62,7 @@ class Conn {
     uint32_t max_header = 0;
     uint32_t max_segments = 0;
   } small;
-  void* user_data = nullptr;   // conn_user_data in events
+  void* user_data = nullptr;       // conn_user_data in events
   void* connect_cookie = nullptr;  // connect()'s user_data for CONNECTED
 
   // --- send side -----------------------------------------------------------
@@ -72,25 +72,25 @@ class Conn {
   std::vector<SendOp*> waiting;  // sent, waiting for FIN / CTS / streaming
 
   // --- receive side --------------------------------------------------------
-  uint32_t expected_seq = 0;          // next seq to deliver
-  std::map<uint32_t, RxMsg*> early;   // arrived ahead of expected_seq
-  std::deque<RxMsg*> ready;           // in order, not yet delivered
-  RxMsg* held = nullptr;              // delivered (or queued), unanswered
+  uint32_t expected_seq = 0;         // next seq to deliver
+  std::map<uint32_t, RxMsg*> early;  // arrived ahead of expected_seq
+  std::deque<RxMsg*> ready;          // in order, not yet delivered
+  RxMsg* held = nullptr;             // delivered (or queued), unanswered
   uint64_t next_msg_id = 1;
-  std::vector<Placement*> placements; // place()s still moving bytes
+  std::vector<Placement*> placements;  // place()s still moving bytes
 
   // --- teardown --------------------------------------------------------------
-  bool peer_closed = false;       // the peer's DISCONNECT arrived
+  bool peer_closed = false;  // the peer's DISCONNECT arrived
   uint32_t peer_final_seq = 0;
-  bool ack_owed = false;          // DISCONNECT_ACK once our reads landed
-  bool close_called = false;      // the host's close()
-  bool disconnect_owed = false;   // our DISCONNECT once our reads landed
-  bool awaiting_ack = false;      // the peer may still read our segments
-  bool has_deadline = false;      // connect or close timeout armed
+  bool ack_owed = false;         // DISCONNECT_ACK once our reads landed
+  bool close_called = false;     // the host's close()
+  bool disconnect_owed = false;  // our DISCONNECT once our reads landed
+  bool awaiting_ack = false;     // the peer may still read our segments
+  bool has_deadline = false;     // connect or close timeout armed
   Clock::time_point deadline{};
   ferry_status_t broken_status = FERRY_OK;
   std::string broken_message;
-  std::string peer_address;       // conn_peer_address()
+  std::string peer_address;  // conn_peer_address()
 
   bool Open() const { return state == State::kOpen && !close_called; }
   uint32_t ReadsInFlight() const {

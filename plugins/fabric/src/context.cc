@@ -90,7 +90,8 @@ Status Context::Init(const char* instance) {
   // when asked. Seen on a GPU host whose distribution libfabric has no CUDA
   // support: a CUDA segment then went out as if it were host memory and its
   // transfer never completed.
-  if (st.ok() && hmem_) no_cuda_ = CudaRegistrationFailure(endpoint_->domain(), provider_);
+  if (st.ok() && hmem_)
+    no_cuda_ = CudaRegistrationFailure(endpoint_->domain(), provider_);
   if (!no_cuda_.empty() && config_.hmem == Tristate::kAuto) {
     st = Error(FERRY_UNAVAILABLE, "%s", no_cuda_.c_str());
   }
@@ -118,10 +119,11 @@ Status Context::Init(const char* instance) {
   }
   if (!st.ok()) return st;
   if (hmem_ && !CudaMemory()) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
-                     "hmem=on: %s; CUDA segments will be refused (set FERRY_FABRIC_HMEM=off "
-                     "to keep fi_inject, or use a libfabric built with CUDA)",
-                     no_cuda_.c_str());
+    FERRY_PLUGIN_LOG(
+        FERRY_LOG_WARN,
+        "hmem=on: %s; CUDA segments will be refused (set FERRY_FABRIC_HMEM=off "
+        "to keep fi_inject, or use a libfabric built with CUDA)",
+        no_cuda_.c_str());
   }
 
   // Limits: an eager frame must fit the provider's message size, and a
@@ -135,18 +137,18 @@ Status Context::Init(const char* instance) {
                  provider_.c_str(), static_cast<unsigned long long>(max_msg),
                  wire::kMinEagerSize);
   }
-  const size_t table = (sizeof(wire::SegEntry) + sizeof(wire::RemoteEntry)) *
-                       config_.max_segments;
-  max_header_ = static_cast<uint32_t>(std::min<size_t>(
-      config_.max_header_size, eager_size_ - sizeof(wire::Msg) - table));
+  const size_t table =
+      (sizeof(wire::SegEntry) + sizeof(wire::RemoteEntry)) * config_.max_segments;
+  max_header_ = static_cast<uint32_t>(
+      std::min<size_t>(config_.max_header_size, eager_size_ - sizeof(wire::Msg) - table));
   max_inline_ = std::min<uint32_t>(config_.max_inline_size, eager_size_ / 2);
   inject_size_ = config_.inject ? info->tx_attr->inject_size : 0;
   inject_scratch_.resize(std::max<size_t>(inject_size_, 1));
   max_read_ = std::min<uint64_t>(config_.rma_chunk_size, max_msg);
 
-  registrar_ = std::make_unique<Registrar>(
-      endpoint_->domain(), endpoint_->ep(), info->domain_attr->mr_mode, rma_,
-      hmem_, config_.force_mr_local, provider_);
+  registrar_ = std::make_unique<Registrar>(endpoint_->domain(), endpoint_->ep(),
+                                           info->domain_attr->mr_mode, rma_, hmem_,
+                                           config_.force_mr_local, provider_);
   peers_ = std::make_unique<PeerTable>(endpoint_.get());
 
   st = rx_pool_.Init(registrar_.get(), config_.rx_buffers, eager_size_);
@@ -188,18 +190,16 @@ Status Context::Init(const char* instance) {
 std::string Context::Describe() const {
   const fi_info* info = selection_.info.get();
   const uint32_t v = fi_version();
-  std::string d = Format(
-      "libfabric %u.%u provider %s, fabric %s, domain %s; RDM endpoint; ",
-      FI_MAJOR(v), FI_MINOR(v), provider_.c_str(),
-      info->fabric_attr->name ? info->fabric_attr->name : "?",
-      info->domain_attr->name ? info->domain_attr->name : "?");
+  std::string d =
+      Format("libfabric %u.%u provider %s, fabric %s, domain %s; RDM endpoint; ",
+             FI_MAJOR(v), FI_MINOR(v), provider_.c_str(),
+             info->fabric_attr->name ? info->fabric_attr->name : "?",
+             info->domain_attr->name ? info->domain_attr->name : "?");
   if (rma_) {
-    d += "large segments by RMA read (rendezvous, " + Bytes(max_read_) +
-         " per read); ";
+    d += "large segments by RMA read (rendezvous, " + Bytes(max_read_) + " per read); ";
   } else {
     d += std::string("large segments as chunked messages (") +
-         (config_.rma == Tristate::kOff ? "rma=off" : "provider has no FI_RMA") +
-         "); ";
+         (config_.rma == Tristate::kOff ? "rma=off" : "provider has no FI_RMA") + "); ";
   }
   d += "eager frames " + Bytes(eager_size_) + ", inline segments up to " +
        Bytes(max_inline_) + ", inject " + Bytes(inject_size_) + "; ";
@@ -238,8 +238,8 @@ Context::~Context() {
 void Context::Query(ferry_context_info_t* info) const {
   ferry_context_info_t full{};
   // The smaller of both sizes: the caller learns how much was written.
-  full.struct_size = static_cast<uint32_t>(
-      std::min<size_t>(info->struct_size, sizeof full));
+  full.struct_size =
+      static_cast<uint32_t>(std::min<size_t>(info->struct_size, sizeof full));
   full.max_header_size = max_header_;
   full.caps = FERRY_CAP_ORDERED | FERRY_CAP_THREAD_SAFE | FERRY_CAP_REGISTRATION |
               (has_wakeup_ ? FERRY_CAP_WAKEUP_FD : 0) |
@@ -258,12 +258,11 @@ void Context::Query(ferry_context_info_t* info) const {
 
 // --- events -------------------------------------------------------------------
 
-void Context::EmitError(int32_t type, Conn* conn, void* user_data,
-                        ferry_status_t status, std::string message) {
+void Context::EmitError(int32_t type, Conn* conn, void* user_data, ferry_status_t status,
+                        std::string message) {
   QueuedEvent& e = Emit(type, conn, user_data);
   e.status = status;
-  e.text = message.empty() ? std::string("fabric: operation failed")
-                           : std::move(message);
+  e.text = message.empty() ? std::string("fabric: operation failed") : std::move(message);
 }
 
 bool Context::HasWork() const {
@@ -271,8 +270,7 @@ bool Context::HasWork() const {
   // is posted: before that they wait for the next progress() without waking
   // a sleeping host.
   return !events_.Empty() || resend_head_ != nullptr || !tx_retry_.empty() ||
-         reads_head_ != nullptr || !streaming_.empty() || RxLow() ||
-         sweep_pending_;
+         reads_head_ != nullptr || !streaming_.empty() || RxLow() || sweep_pending_;
 }
 
 void Context::SettleAfterHostCall() {
@@ -330,8 +328,8 @@ Status Context::Connect(const char* address, void* user_data, Conn** out) {
   ArmDeadline(c, config_.connect_timeout_ms);
   if (peer->Unreachable()) {
     FailConnect(c, FERRY_UNAVAILABLE,
-                "fabric: connection refused: the endpoint at " +
-                    std::string(address) + " has been closed");
+                "fabric: connection refused: the endpoint at " + std::string(address) +
+                    " has been closed");
     return Status();
   }
   wire::Connect f{};
@@ -354,7 +352,8 @@ Status Context::Reg(const ferry_reg_args_t& args, HostMr** out) {
 void Context::Dereg(HostMr* mr) {
   auto it = std::find(host_mrs_.begin(), host_mrs_.end(), mr);
   if (it == host_mrs_.end()) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "dereg() of a registration this context does not own");
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR,
+                     "dereg() of a registration this context does not own");
     return;
   }
   host_mrs_.erase(it);

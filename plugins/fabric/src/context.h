@@ -95,8 +95,8 @@ class Context {
   QueuedEvent& Emit(int32_t type, Conn* conn, void* user_data) {
     return events_.Push(type, conn, user_data);
   }
-  void EmitError(int32_t type, Conn* conn, void* user_data,
-                 ferry_status_t status, std::string message);
+  void EmitError(int32_t type, Conn* conn, void* user_data, ferry_status_t status,
+                 std::string message);
   bool HasWork() const;
   void DisarmDeadline(Conn* c);
 
@@ -111,20 +111,17 @@ class Context {
   void DrainResends();
   void DrainPendingControl();
   // A small control frame to `peer` on behalf of connection `conn_id`.
-  void SendControl(Peer* peer, uint64_t conn_id, const void* frame,
-                   size_t len, const void* tail = nullptr,
-                   size_t tail_len = 0);
+  void SendControl(Peer* peer, uint64_t conn_id, const void* frame, size_t len,
+                   const void* tail = nullptr, size_t tail_len = 0);
   void OnSendCompletion(TxBuf* b);
   void OnSendError(TxBuf* b, const fi_cq_err_entry& err);
-  void HandleTxFailure(uint64_t conn_id, uint8_t frame_type,
-                       ferry_status_t status, const std::string& text);
+  void HandleTxFailure(uint64_t conn_id, uint8_t frame_type, ferry_status_t status,
+                       const std::string& text);
 
   // ---- send() (send.cc, send_queue.cc) ----
-  Status ValidateSend(Conn* c, const ferry_send_args_t& args,
-                      uint64_t* total) const;
+  Status ValidateSend(Conn* c, const ferry_send_args_t& args, uint64_t* total) const;
   // Decides inline vs bulk for each segment; true when all are inline.
-  bool Classify(const Conn* c, std::vector<SegRef>* segs,
-                size_t header_len) const;
+  bool Classify(const Conn* c, std::vector<SegRef>* segs, size_t header_len) const;
   // The fast path: an all-inline message on an idle open connection goes
   // out inside send(). False when it must be queued instead.
   bool TrySendSmall(Conn* c, const ferry_send_args_t& args);
@@ -149,12 +146,10 @@ class Context {
   enum class PostResult { kPosted, kBlocked, kFailed, kDropped };
   PostResult PostSendOp(Conn* c, SendOp* op);
   // SEND_DONE for `op` (which leaves every list) and its release.
-  void CompleteSendOp(SendOp* op, ferry_status_t status,
-                      const std::string& message);
-  void FailQueuedSends(Conn* c, ferry_status_t status,
-                       const std::string& message);
-  void FailWaitingSends(Conn* c, ferry_status_t status,
-                        const std::string& message, bool keep_exposed);
+  void CompleteSendOp(SendOp* op, ferry_status_t status, const std::string& message);
+  void FailQueuedSends(Conn* c, ferry_status_t status, const std::string& message);
+  void FailWaitingSends(Conn* c, ferry_status_t status, const std::string& message,
+                        bool keep_exposed);
 
   // ---- receive side (receive.cc, answer.cc) ----
   // Posts `b`; on refusal it goes back to rx_idle_ for the next progress().
@@ -168,9 +163,7 @@ class Context {
   // A buffer the provider or the host is done with: posted now when few
   // are, else left on rx_idle_ for the next progress(), off the host's path.
   void ReturnRxBuf(RxBuf* b);
-  bool RxWantsBuffers() const {
-    return rx_posted_ < rx_window_ && !rx_idle_.empty();
-  }
+  bool RxWantsBuffers() const { return rx_posted_ < rx_window_ && !rx_idle_.empty(); }
   // Fewer than half the window posted: worth waking a sleeping host for.
   bool RxLow() const { return rx_posted_ < rx_window_ / 2 && !rx_idle_.empty(); }
   void OnRecv(RxBuf* b, size_t len);
@@ -208,8 +201,7 @@ class Context {
   // ---- RMA rendezvous (rendezvous.cc) ----
   Status ExposeSegments(SendOp* op);
   void OnFin(const char* frame, size_t len);
-  Status StartReads(Conn* c, RxMsg* m, const ferry_place_args_t& args,
-                    Placement* p);
+  Status StartReads(Conn* c, RxMsg* m, const ferry_place_args_t& args, Placement* p);
   void PumpReads();
   void OnReadCompletion(ReadOp* r, const fi_cq_err_entry* err);
   ReadOp* NewReadOp();
@@ -220,8 +212,7 @@ class Context {
   void MaybeFinishPlacement(Placement* p);
 
   // ---- stream fallback (stream.cc) ----
-  Status StartStream(Conn* c, RxMsg* m, const ferry_place_args_t& args,
-                     Placement* p);
+  Status StartStream(Conn* c, RxMsg* m, const ferry_place_args_t& args, Placement* p);
   void OnCts(const char* frame, size_t len);
   void OnData(const char* frame, size_t len);
   void PumpStreams();
@@ -283,7 +274,7 @@ class Context {
   size_t inject_size_ = 0;
   uint64_t max_read_ = 0;  // largest single fi_read
   bool rma_ = false;
-  bool hmem_ = false;  // FI_HMEM opened
+  bool hmem_ = false;    // FI_HMEM opened
   std::string no_cuda_;  // why CUDA memory does not register, FI_HMEM open
   // FI_HMEM open and CUDA memory registers: device segments move.
   bool CudaMemory() const { return hmem_ && no_cuda_.empty(); }
@@ -291,7 +282,7 @@ class Context {
   // Buffers.
   RxPool rx_pool_;
   TxPool tx_pool_;
-  uint32_t tx_reserve_ = 0;   // bounce buffers only control frames may take
+  uint32_t tx_reserve_ = 0;  // bounce buffers only control frames may take
   uint32_t rx_posted_ = 0;
   uint32_t rx_window_ = 0;  // config_.rx_posted
   // Receive buffers neither posted nor held by a message: a stack, so the
@@ -317,18 +308,18 @@ class Context {
   HandleTable<Placement> placements_;
   std::map<uint64_t, Listener*> listeners_;
   uint64_t next_listener_id_ = 1;
-  std::vector<Conn*> all_conns_;   // every live Conn object (for fini)
-  std::vector<Conn*> retired_;     // CLOSED returned: freed next progress()
+  std::vector<Conn*> all_conns_;          // every live Conn object (for fini)
+  std::vector<Conn*> retired_;            // CLOSED returned: freed next progress()
   std::map<uint64_t, Peer*> tombstones_;  // closed while connecting
-  std::vector<HostMr*> host_mrs_;  // released at fini if the host did not
+  std::vector<HostMr*> host_mrs_;         // released at fini if the host did not
 
   // Work lists.
-  std::vector<uint64_t> tx_retry_;         // conn ids with queued sends
+  std::vector<uint64_t> tx_retry_;  // conn ids with queued sends
   std::vector<uint64_t> tx_retry_scratch_;
-  std::deque<uint64_t> streaming_;         // send op ids streaming DATA
-  ReadOp* reads_head_ = nullptr;           // reads to post, FIFO
+  std::deque<uint64_t> streaming_;  // send op ids streaming DATA
+  ReadOp* reads_head_ = nullptr;    // reads to post, FIFO
   ReadOp* reads_tail_ = nullptr;
-  uint32_t deadlines_ = 0;                 // conns with a deadline armed
+  uint32_t deadlines_ = 0;  // conns with a deadline armed
 
   // Pools.
   std::vector<std::unique_ptr<SendOp>> send_op_store_;

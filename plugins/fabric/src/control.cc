@@ -23,8 +23,8 @@ namespace ferry_fabric {
 
 void Context::OnConnect(const char* frame, size_t len) {
   wire::Connect f;
-  if (!wire::Read(frame, len, &f) || f.name_len == 0 ||
-      f.name_len > wire::kMaxNameLen || len - sizeof f < f.name_len) {
+  if (!wire::Read(frame, len, &f) || f.name_len == 0 || f.name_len > wire::kMaxNameLen ||
+      len - sizeof f < f.name_len) {
     FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping a malformed CONNECT (%zu bytes)", len);
     return;
   }
@@ -105,8 +105,7 @@ void Context::OnReject(const char* frame, size_t len) {
   if (c == nullptr || c->state != Conn::State::kConnecting || c->close_called) {
     return;
   }
-  std::string text(frame + sizeof f,
-                   std::min<size_t>(f.text_len, len - sizeof f));
+  std::string text(frame + sizeof f, std::min<size_t>(f.text_len, len - sizeof f));
   ferry_status_t status =
       f.status == FERRY_OK ? FERRY_UNAVAILABLE : static_cast<ferry_status_t>(f.status);
   FailConnect(c, status,
@@ -186,8 +185,7 @@ void Context::PeerLost(Conn* c) {
   CheckClose(c);
 }
 
-void Context::FailConnect(Conn* c, ferry_status_t status,
-                          const std::string& message) {
+void Context::FailConnect(Conn* c, ferry_status_t status, const std::string& message) {
   if (c->state != Conn::State::kConnecting) return;
   c->state = Conn::State::kBroken;
   c->broken_status = status;
@@ -240,8 +238,8 @@ void Context::Close(Conn* c) {
     c->state = Conn::State::kBroken;
     tombstones_[c->id] = c->peer;  // a late ACCEPT gets a DISCONNECT
   } else {
-    const bool open = c->state == Conn::State::kOpen && !c->peer_closed &&
-                      !c->peer->Unreachable();
+    const bool open =
+        c->state == Conn::State::kOpen && !c->peer_closed && !c->peer->Unreachable();
     FailQueuedSends(c, FERRY_CANCELLED, why);
     // Segments the peer may be reading stay exposed until it says it has
     // stopped (DISCONNECT_ACK), so the host does not reuse memory under a
@@ -270,8 +268,8 @@ void Context::CheckClose(Conn* c) {
   if (!c->placements.empty() || c->disconnect_owed) return;
   if (c->awaiting_ack && !c->waiting.empty()) return;
   c->awaiting_ack = false;
-  FailWaitingSends(c, FERRY_CANCELLED,
-                   "fabric: cancelled: the connection was closed", false);
+  FailWaitingSends(c, FERRY_CANCELLED, "fabric: cancelled: the connection was closed",
+                   false);
   DisarmDeadline(c);
   c->state = Conn::State::kClosed;
   conns_.Remove(c->id);
@@ -307,12 +305,12 @@ void Context::CheckDeadlines() {
     if (!c->has_deadline || now < c->deadline) continue;
     DisarmDeadline(c);
     if (c->state == Conn::State::kConnecting && !c->close_called) {
-      FailConnect(c, FERRY_DEADLINE_EXCEEDED,
-                  Format("fabric: connecting to %s timed out after %u ms "
-                         "without an answer (is the peer process alive, and "
-                         "does it use libfabric provider %s?)",
-                         c->peer_address.c_str(), config_.connect_timeout_ms,
-                         provider_.c_str()));
+      FailConnect(
+          c, FERRY_DEADLINE_EXCEEDED,
+          Format("fabric: connecting to %s timed out after %u ms "
+                 "without an answer (is the peer process alive, and "
+                 "does it use libfabric provider %s?)",
+                 c->peer_address.c_str(), config_.connect_timeout_ms, provider_.c_str()));
     } else if (c->close_called && c->awaiting_ack) {
       FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
                        "closing a connection to %s: no DISCONNECT_ACK within %u ms; "

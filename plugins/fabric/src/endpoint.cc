@@ -45,9 +45,8 @@ Status Endpoint::Open(const fi_info* info, bool want_wait_fd) {
   if (!st.ok()) return st;
 
   fi_av_attr av_attr{};
-  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC
-                     ? info->domain_attr->av_type
-                     : FI_AV_TABLE;
+  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type
+                                                            : FI_AV_TABLE;
   av_attr.count = 64;  // a hint; the AV grows
   rc = fi_av_open(domain_, &av_attr, &av_, nullptr);
   if (rc != 0) return FiError(FERRY_UNAVAILABLE, "fi_av_open", rc, provider_);

@@ -42,7 +42,9 @@ std::vector<FdSweeper::FdId> FdSweeper::OpenFds() {
   return fds;
 }
 
-void FdSweeper::Baseline() { known_ = OpenFds(); }
+void FdSweeper::Baseline() {
+  known_ = OpenFds();
+}
 
 void FdSweeper::Sweep() {
   std::vector<FdId> now = OpenFds();

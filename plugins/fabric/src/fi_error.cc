@@ -22,11 +22,10 @@ std::string CqErrorText(fid_cq* cq, const fi_cq_err_entry& entry,
   std::string text = Format("%s (%d)", fi_strerror(entry.err), entry.err);
   if (cq != nullptr && entry.prov_errno != 0) {
     char buf[256] = {0};
-    const char* detail = fi_cq_strerror(cq, entry.prov_errno, entry.err_data,
-                                        buf, sizeof buf);
+    const char* detail =
+        fi_cq_strerror(cq, entry.prov_errno, entry.err_data, buf, sizeof buf);
     if (detail != nullptr && detail[0] != '\0') {
-      text += Format("; provider says: %s (prov_errno %d)", detail,
-                     entry.prov_errno);
+      text += Format("; provider says: %s (prov_errno %d)", detail, entry.prov_errno);
     }
   }
   return text + " [provider " + provider + "]";

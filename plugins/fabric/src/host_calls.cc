@@ -20,7 +20,9 @@ using ferry_plugin::BadArgs;
 using ferry_plugin::BadHandle;
 using ferry_plugin::CopyString;
 
-Context* ToContext(ferry_context_t* h) { return reinterpret_cast<Context*>(h); }
+Context* ToContext(ferry_context_t* h) {
+  return reinterpret_cast<Context*>(h);
+}
 
 Conn* ToConn(ferry_conn_t* h) {
   auto* c = reinterpret_cast<Conn*>(h);
@@ -52,7 +54,9 @@ Status Init(const ferry_init_args_t* args, ferry_context_t** out) {
   return st;
 }
 
-void Fini(ferry_context_t* handle) { delete ToContext(handle); }
+void Fini(ferry_context_t* handle) {
+  delete ToContext(handle);
+}
 
 Status Query(ferry_context_t* handle, ferry_context_info_t* info) {
   Context* ctx = ToContext(handle);
@@ -64,7 +68,8 @@ Status Query(ferry_context_t* handle, ferry_context_info_t* info) {
   return Status();
 }
 
-ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args, Status* error) {
+ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args,
+                        Status* error) {
   Context* ctx = ToContext(handle);
   if (ctx == nullptr || args == nullptr ||
       args->struct_size < FERRY_STRUCT_SIZE(ferry_progress_args_t, num_events)) {
@@ -77,7 +82,8 @@ ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args, St
   return code;
 }
 
-Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args, ferry_listener_t** out) {
+Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
+              ferry_listener_t** out) {
   Context* ctx = ToContext(handle);
   if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
   if (!ArgsOk(args)) return BadArgs("listen", args);
@@ -105,7 +111,8 @@ void CloseListener(ferry_listener_t* handle) {
   ctx->CloseListener(l);
 }
 
-Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args, ferry_conn_t** out) {
+Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args,
+               ferry_conn_t** out) {
   Context* ctx = ToContext(handle);
   if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
   if (!ArgsOk(args)) return BadArgs("connect", args);
@@ -135,7 +142,8 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args, Status*
   return code;
 }
 
-ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args, Status* error) {
+ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
+                     Status* error) {
   Conn* conn = ToConn(handle);
   if (conn == nullptr) return Report(error, BadHandle("place", "connection"));
   if (!ArgsOk(args)) return Report(error, BadArgs("place", args));
@@ -171,7 +179,8 @@ void Close(ferry_conn_t* handle) {
 Status Reg(ferry_context_t* handle, const ferry_reg_args_t* args, ferry_mr_t** out) {
   Context* ctx = ToContext(handle);
   if (ctx == nullptr || out == nullptr) return BadHandle("reg", "context");
-  if (args == nullptr || args->struct_size < FERRY_STRUCT_SIZE(ferry_reg_args_t, length)) {
+  if (args == nullptr ||
+      args->struct_size < FERRY_STRUCT_SIZE(ferry_reg_args_t, length)) {
     return BadArgs("reg", "ferry_reg_args_t", args ? args->struct_size : 0,
                    FERRY_STRUCT_SIZE(ferry_reg_args_t, length));
   }

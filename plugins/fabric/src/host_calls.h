@@ -15,11 +15,14 @@ namespace ferry_fabric::host_calls {
 Status Init(const ferry_init_args_t* args, ferry_context_t** out);
 void Fini(ferry_context_t* handle);
 Status Query(ferry_context_t* handle, ferry_context_info_t* info);
-ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args, Status* error);
-Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args, ferry_listener_t** out);
+ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args,
+                        Status* error);
+Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
+              ferry_listener_t** out);
 Status ListenerAddress(ferry_listener_t* handle, char* buf, uint64_t buf_len);
 void CloseListener(ferry_listener_t* handle);
-Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args, ferry_conn_t** out);
+Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args,
+               ferry_conn_t** out);
 void SetConnUserData(ferry_conn_t* handle, void* user_data);
 ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args, Status* error);
 ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args, Status* error);

@@ -22,8 +22,8 @@ std::string Key(const std::string& provider, const std::string& name) {
 
 }  // namespace
 
-std::shared_ptr<std::atomic<bool>> LocalEndpoints::Register(
-    const std::string& provider, const std::string& name) {
+std::shared_ptr<std::atomic<bool>> LocalEndpoints::Register(const std::string& provider,
+                                                            const std::string& name) {
   auto flag = std::make_shared<std::atomic<bool>>(true);
   Registry& r = Get();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -31,8 +31,7 @@ std::shared_ptr<std::atomic<bool>> LocalEndpoints::Register(
   return flag;
 }
 
-void LocalEndpoints::Unregister(const std::string& provider,
-                                const std::string& name,
+void LocalEndpoints::Unregister(const std::string& provider, const std::string& name,
                                 const std::shared_ptr<std::atomic<bool>>& flag) {
   if (!flag) return;
   flag->store(false, std::memory_order_release);

@@ -22,8 +22,8 @@ class LocalEndpoints {
 
   // Registers an endpoint of this process; the returned flag is cleared by
   // Unregister (call it before the endpoint is closed).
-  static std::shared_ptr<std::atomic<bool>> Register(
-      const std::string& provider, const std::string& name);
+  static std::shared_ptr<std::atomic<bool>> Register(const std::string& provider,
+                                                     const std::string& name);
   static void Unregister(const std::string& provider, const std::string& name,
                          const std::shared_ptr<std::atomic<bool>>& flag);
   // The flag of an endpoint of this process, or null for a remote one.

@@ -39,7 +39,7 @@ struct SendOp {
   State state = State::kQueued;
   std::vector<char> header;  // copied: the host may reuse it on return
   std::vector<SegRef> segs;
-  bool has_bulk = false;     // some segment is kRma or kStream
+  bool has_bulk = false;  // some segment is kRma or kStream
   // kRma: what the peer reads from, and registrations made for this send.
   std::vector<wire::RemoteEntry> remote;
   std::vector<OpRegistration> regs;

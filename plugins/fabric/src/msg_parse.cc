@@ -29,8 +29,8 @@ Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
                 RxMsg* m) {
   auto bad = [&](const char* why) {
     return Error(FERRY_DATA_LOSS,
-                 "fabric: malformed message from the peer (%s; %zu-byte frame)",
-                 why, len);
+                 "fabric: malformed message from the peer (%s; %zu-byte frame)", why,
+                 len);
   };
   wire::Msg h;
   if (!wire::Read(frame, len, &h)) return bad("shorter than its fixed part");

@@ -21,8 +21,7 @@ namespace ferry_fabric {
 // (`rma` false), large segments without a sender operation) is
 // FERRY_DATA_LOSS with the reason; m is then half-filled and must only be
 // released.
-Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma,
-                RxMsg* m);
+Status ParseMsg(const char* frame, size_t len, uint32_t max_segments, bool rma, RxMsg* m);
 
 namespace msg_parse {  // the steps both parsers share
 
@@ -62,8 +61,9 @@ inline void Reset(const wire::Msg& h, RxMsg* m) {
 // file it cost a frame, reloads of m's vectors per field and a second
 // pass; here it is one pass of plain stores.
 [[gnu::always_inline]] inline const char* ParseInlineMsg(const char* frame, size_t len,
-                                                     const wire::Msg& h, uint32_t max_segments,
-                                                     RxMsg* m) {
+                                                         const wire::Msg& h,
+                                                         uint32_t max_segments,
+                                                         RxMsg* m) {
   if (const char* why = msg_parse::CheckTable(len, h, max_segments)) return why;
   // No sender operation: every segment must be inline, so the header and
   // each segment's bytes follow the table in order.

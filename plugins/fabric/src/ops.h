@@ -22,8 +22,12 @@ struct OpBase {
   explicit OpBase(OpKind k) : fi_ctx{}, kind(k) {}
 };
 
-inline void* AsContext(OpBase* op) { return &op->fi_ctx; }
-inline OpBase* FromContext(void* ctx) { return static_cast<OpBase*>(ctx); }
+inline void* AsContext(OpBase* op) {
+  return &op->fi_ctx;
+}
+inline OpBase* FromContext(void* ctx) {
+  return static_cast<OpBase*>(ctx);
+}
 
 // A pre-posted receive buffer (eager_size bytes, registered once).
 struct RxBuf : OpBase {
@@ -46,7 +50,7 @@ struct TxBuf : OpBase {
   uint8_t frame_type = 0;  // wire::Type
   uint64_t conn_id = 0;    // the local connection it belongs to (0: none)
   Peer* peer = nullptr;
-  TxBuf* next = nullptr;   // free list / resend list
+  TxBuf* next = nullptr;  // free list / resend list
 };
 
 struct Placement;

@@ -23,12 +23,10 @@ Status PeerTable::Get(const std::string& name, Peer** out) {
   peer->printable = PeerAddress(endpoint_->provider(), name);
   int n = fi_av_insert(endpoint_->av(), name.data(), 1, &peer->addr, 0, nullptr);
   if (n != 1) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "fabric: cannot use peer address %s: %s",
-                 peer->printable.c_str(),
-                 FiText("fi_av_insert", n < 0 ? n : -FI_EINVAL,
-                        endpoint_->provider())
-                     .c_str());
+    return Error(
+        FERRY_INVALID_ARGUMENT, "fabric: cannot use peer address %s: %s",
+        peer->printable.c_str(),
+        FiText("fi_av_insert", n < 0 ? n : -FI_EINVAL, endpoint_->provider()).c_str());
   }
   peer->local = LocalEndpoints::Find(endpoint_->provider(), name);
   *out = peer.get();

@@ -25,8 +25,7 @@ constexpr int kCqRounds = 16;
 ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   args->num_events = 0;
   if (args->max_events > 0 &&
-      (args->events == nullptr ||
-       args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
+      (args->events == nullptr || args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
     return Report(error,
                   Error(FERRY_INVALID_ARGUMENT,
                         "fabric: progress() needs an events array and event_stride "

@@ -14,9 +14,8 @@ namespace ferry_fabric {
 namespace {
 
 // The mr_mode bits this plugin knows how to honour (registration.h).
-constexpr uint64_t kHonouredMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
-                                     FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                                     FI_MR_ENDPOINT;
+constexpr uint64_t kHonouredMrMode =
+    FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 
 uint32_t ApiVersion() {
   // Never ask for a newer API than the library we run against.
@@ -33,8 +32,7 @@ bool GpuDriverPresent(const Config& config) {
   return access("/dev/nvidiactl", F_OK) == 0 || access("/dev/kfd", F_OK) == 0;
 }
 
-InfoPtr MakeHints(const Config& config, bool rma, bool hmem,
-                  bool with_provider) {
+InfoPtr MakeHints(const Config& config, bool rma, bool hmem, bool with_provider) {
   InfoPtr hints(fi_allocinfo());
   if (!hints) return hints;
   hints->caps = FI_MSG;
@@ -78,10 +76,14 @@ std::string MrModeText(uint64_t mr_mode) {
   static const struct {
     uint64_t bit;
     const char* name;
-  } kBits[] = {{FI_MR_LOCAL, "FI_MR_LOCAL"},         {FI_MR_RAW, "FI_MR_RAW"},
-               {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"}, {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
-               {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"},   {FI_MR_MMU_NOTIFY, "FI_MR_MMU_NOTIFY"},
-               {FI_MR_RMA_EVENT, "FI_MR_RMA_EVENT"}, {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"},
+  } kBits[] = {{FI_MR_LOCAL, "FI_MR_LOCAL"},
+               {FI_MR_RAW, "FI_MR_RAW"},
+               {FI_MR_VIRT_ADDR, "FI_MR_VIRT_ADDR"},
+               {FI_MR_ALLOCATED, "FI_MR_ALLOCATED"},
+               {FI_MR_PROV_KEY, "FI_MR_PROV_KEY"},
+               {FI_MR_MMU_NOTIFY, "FI_MR_MMU_NOTIFY"},
+               {FI_MR_RMA_EVENT, "FI_MR_RMA_EVENT"},
+               {FI_MR_ENDPOINT, "FI_MR_ENDPOINT"},
                {FI_MR_HMEM, "FI_MR_HMEM"}};
   std::string out;
   for (const auto& b : kBits) {
@@ -146,9 +148,8 @@ Status SelectProvider(const Config& config, Selection* out) {
     // roughly doubles what the plugin adds to a 64-byte round trip. Device
     // memory between processes of one host is the CUDA IPC transport's
     // (DESIGN.md); hmem=on still takes the entry.
-    const bool next_is_host_only = i + 1 < attempts.size() &&
-                                   attempts[i + 1].rma == a.rma &&
-                                   !attempts[i + 1].hmem;
+    const bool next_is_host_only =
+        i + 1 < attempts.size() && attempts[i + 1].rma == a.rma && !attempts[i + 1].hmem;
     if (a.hmem && config.hmem == Tristate::kAuto && next_is_host_only &&
         (entry->caps & FI_HMEM) != 0 && entry->tx_attr->inject_size == 0) {
       declined = std::string("provider ") + entry->fabric_attr->prov_name +
@@ -177,23 +178,21 @@ Status SelectProvider(const Config& config, Selection* out) {
     return Status();
   }
 
-  const std::string wanted =
-      config.provider.empty() ? std::string("(libfabric's choice)")
-                              : "'" + config.provider + "'";
+  const std::string wanted = config.provider.empty() ? std::string("(libfabric's choice)")
+                                                     : "'" + config.provider + "'";
   std::string what = "reliable-datagram (FI_EP_RDM) messaging";
   if (config.rma == Tristate::kOn) what += " with FI_RMA (rma=on)";
   if (config.hmem == Tristate::kOn) what += " with FI_HMEM (hmem=on)";
   if (!config.fabric_name.empty()) what += ", fabric '" + config.fabric_name + "'";
   if (!config.domain_name.empty()) what += ", domain '" + config.domain_name + "'";
-  return Error(
-      FERRY_UNAVAILABLE,
-      "fabric: libfabric provider %s is not usable here for %s: fi_getinfo "
-      "failed: %s (%d). Providers usable for RDM messaging on this machine: "
-      "%s. Set FERRY_FABRIC_PROVIDER to one of them (or unset it to let "
-      "libfabric choose); 'efa' needs an EFA-enabled instance with the EFA "
-      "kernel driver, 'verbs;ofi_rxm' an RDMA device.",
-      wanted.c_str(), what.c_str(), fi_strerror(-first_rc), first_rc,
-      JoinNames(UsableProviders(api)).c_str());
+  return Error(FERRY_UNAVAILABLE,
+               "fabric: libfabric provider %s is not usable here for %s: fi_getinfo "
+               "failed: %s (%d). Providers usable for RDM messaging on this machine: "
+               "%s. Set FERRY_FABRIC_PROVIDER to one of them (or unset it to let "
+               "libfabric choose); 'efa' needs an EFA-enabled instance with the EFA "
+               "kernel driver, 'verbs;ofi_rxm' an RDMA device.",
+               wanted.c_str(), what.c_str(), fi_strerror(-first_rc), first_rc,
+               JoinNames(UsableProviders(api)).c_str());
 }
 
 }  // namespace ferry_fabric

@@ -34,8 +34,8 @@
 namespace ferry_fabric {
 
 bool Context::TryPostRecv(RxBuf* b) {
-  ssize_t rc = fi_recv(endpoint_->ep(), b->data, rx_pool_.size(), b->desc,
-                       FI_ADDR_UNSPEC, AsContext(b));
+  ssize_t rc = fi_recv(endpoint_->ep(), b->data, rx_pool_.size(), b->desc, FI_ADDR_UNSPEC,
+                       AsContext(b));
   if (rc == 0) {
     b->posted = true;
     ++rx_posted_;
@@ -85,14 +85,30 @@ void Context::OnRecv(RxBuf* b, size_t len) {
       case wire::kMsg:
         if (OnMsg(b, len)) return;  // the message keeps the buffer
         break;
-      case wire::kData: OnData(b->data, len); break;
-      case wire::kFin: OnFin(b->data, len); break;
-      case wire::kCts: OnCts(b->data, len); break;
-      case wire::kConnect: OnConnect(b->data, len); break;
-      case wire::kAccept: OnAccept(b->data, len); break;
-      case wire::kReject: OnReject(b->data, len); break;
-      case wire::kDisconnect: OnDisconnect(b->data, len); break;
-      case wire::kDisconnectAck: OnDisconnectAck(b->data, len); break;
+      case wire::kData:
+        OnData(b->data, len);
+        break;
+      case wire::kFin:
+        OnFin(b->data, len);
+        break;
+      case wire::kCts:
+        OnCts(b->data, len);
+        break;
+      case wire::kConnect:
+        OnConnect(b->data, len);
+        break;
+      case wire::kAccept:
+        OnAccept(b->data, len);
+        break;
+      case wire::kReject:
+        OnReject(b->data, len);
+        break;
+      case wire::kDisconnect:
+        OnDisconnect(b->data, len);
+        break;
+      case wire::kDisconnectAck:
+        OnDisconnectAck(b->data, len);
+        break;
       default:
         FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping a frame of unknown type %u", h.type);
     }
@@ -107,11 +123,11 @@ void Context::OnRecv(RxBuf* b, size_t len) {
   c->held = m;
   // Inside progress(), with nothing queued before it: straight into the
   // host's array; otherwise queued.
-  ferry_event_t* ev = events_.Empty()
-                          ? host_events_.Take(FERRY_EV_ARRIVAL,
-                                              reinterpret_cast<ferry_conn_t*>(c),
-                                              c->user_data)
-                          : nullptr;
+  ferry_event_t* ev =
+      events_.Empty()
+          ? host_events_.Take(FERRY_EV_ARRIVAL, reinterpret_cast<ferry_conn_t*>(c),
+                              c->user_data)
+          : nullptr;
   if (ev == nullptr) ev = &Emit(FERRY_EV_ARRIVAL, c, nullptr);
   ev->msg_id = m->msg_id;
   ev->header = m->header;
@@ -156,8 +172,8 @@ bool Context::OnMsg(RxBuf* b, size_t len) {
   wire::Msg h;
   if (!wire::Read(b->data, len, &h)) {
     // Too short to name its connection: nobody's message to break.
-    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping a %zu-byte MSG frame: shorter than its fixed part",
-                     len);
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN,
+                     "dropping a %zu-byte MSG frame: shorter than its fixed part", len);
     return false;
   }
   Conn* c = conns_.Find(h.head.dst);
@@ -193,8 +209,7 @@ bool Context::OnMsg(RxBuf* b, size_t len) {
     return keep;
   }
   ++c->expected_seq;
-  if (c->ready.empty() && c->held == nullptr &&
-      c->state != Conn::State::kConnecting) {
+  if (c->ready.empty() && c->held == nullptr && c->state != Conn::State::kConnecting) {
     // The usual case (in order, nothing waiting before it): delivered now,
     // without a trip through the ready queue.
     DeliverArrival(c, m);
@@ -238,8 +253,7 @@ void Context::ReleaseRxMsg(RxMsg* m) {
 }
 
 void Context::TryDeliver(Conn* c) {
-  if (c->close_called || c->held != nullptr ||
-      c->state == Conn::State::kConnecting) {
+  if (c->close_called || c->held != nullptr || c->state == Conn::State::kConnecting) {
     return;
   }
   if (!c->ready.empty()) {
@@ -249,7 +263,6 @@ void Context::TryDeliver(Conn* c) {
   }
   MaybeFinishPeerClose(c);
 }
-
 
 void Context::MaybeFinishPeerClose(Conn* c) {
   if (c->peer_closed && c->state == Conn::State::kOpen && !c->close_called &&

@@ -26,9 +26,8 @@ fi_hmem_iface IfaceOf(ferry_device_t d) {
 
 }  // namespace
 
-Registrar::Registrar(fid_domain* domain, fid_ep* ep, uint64_t mr_mode,
-                     bool rma, bool hmem, bool force_local,
-                     std::string provider)
+Registrar::Registrar(fid_domain* domain, fid_ep* ep, uint64_t mr_mode, bool rma,
+                     bool hmem, bool force_local, std::string provider)
     : domain_(domain),
       ep_(ep),
       mr_mode_(mr_mode),
@@ -64,9 +63,8 @@ std::string CudaRegistrationFailure(fid_domain* domain, const std::string& provi
          "): a libfabric built without CUDA support, or no usable CUDA driver";
 }
 
-Status Registrar::Register(const void* data, uint64_t length,
-                           ferry_device_t device, uint64_t access,
-                           fid_mr** out) {
+Status Registrar::Register(const void* data, uint64_t length, ferry_device_t device,
+                           uint64_t access, fid_mr** out) {
   if (!IsHostMemory(device) && !hmem_) {
     return Error(FERRY_INVALID_ARGUMENT,
                  "fabric: cannot register device memory (device type %d): "
@@ -84,8 +82,7 @@ Status Registrar::Register(const void* data, uint64_t length,
   fid_mr* mr = nullptr;
   int rc = fi_mr_regattr(domain_, &attr, 0, &mr);
   if (rc != 0) {
-    ferry_status_t code = rc == -FI_ENOMEM ? FERRY_RESOURCE_EXHAUSTED
-                                           : FERRY_UNAVAILABLE;
+    ferry_status_t code = rc == -FI_ENOMEM ? FERRY_RESOURCE_EXHAUSTED : FERRY_UNAVAILABLE;
     return Error(code, "fabric: registering %llu bytes at %p: %s",
                  static_cast<unsigned long long>(length), data,
                  FiText("fi_mr_regattr", rc, provider_).c_str());
@@ -119,8 +116,8 @@ Status Registrar::RegisterHost(const ferry_reg_args_t& args, HostMr** out) {
     return Error(FERRY_INVALID_ARGUMENT,
                  "fabric: reg() needs a non-NULL buffer and a non-zero length");
   }
-  uint32_t want = args.access != 0 ? args.access
-                                   : (FERRY_ACCESS_SEND | FERRY_ACCESS_RECV);
+  uint32_t want =
+      args.access != 0 ? args.access : (FERRY_ACCESS_SEND | FERRY_ACCESS_RECV);
   uint64_t access = 0;
   if (want & FERRY_ACCESS_SEND) {
     access |= FI_SEND;

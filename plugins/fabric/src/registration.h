@@ -45,15 +45,13 @@ struct HostMr {
 
   bool Covers(const void* p, uint64_t len) const {
     const char* c = static_cast<const char*>(p);
-    return c >= base && len <= length &&
-           static_cast<uint64_t>(c - base) <= length - len;
+    return c >= base && len <= length && static_cast<uint64_t>(c - base) <= length - len;
   }
 };
 
 // Host memory (CPU, pinned CUDA host) as opposed to device memory.
 inline bool IsHostMemory(ferry_device_t d) {
-  return d.type == FERRY_DEVICE_CPU || d.type == FERRY_DEVICE_CUDA_HOST ||
-         d.type == 0;
+  return d.type == FERRY_DEVICE_CPU || d.type == FERRY_DEVICE_CUDA_HOST || d.type == 0;
 }
 
 // Empty when `domain` can register CUDA memory, else why not, in words for
@@ -66,8 +64,8 @@ std::string CudaRegistrationFailure(fid_domain* domain, const std::string& provi
 
 class Registrar {
  public:
-  Registrar(fid_domain* domain, fid_ep* ep, uint64_t mr_mode, bool rma,
-            bool hmem, bool force_local, std::string provider);
+  Registrar(fid_domain* domain, fid_ep* ep, uint64_t mr_mode, bool rma, bool hmem,
+            bool force_local, std::string provider);
 
   // Registers [data, data+length) with libfabric access bits. UNAVAILABLE /
   // RESOURCE_EXHAUSTED with fi_strerror's words on failure.
@@ -116,8 +114,7 @@ class OpRegistration {
  public:
   OpRegistration() = default;
   OpRegistration(Registrar* r, fid_mr* mr) : registrar_(r), mr_(mr) {}
-  OpRegistration(OpRegistration&& o) noexcept
-      : registrar_(o.registrar_), mr_(o.mr_) {
+  OpRegistration(OpRegistration&& o) noexcept : registrar_(o.registrar_), mr_(o.mr_) {
     o.mr_ = nullptr;
   }
   OpRegistration& operator=(OpRegistration&& o) noexcept {

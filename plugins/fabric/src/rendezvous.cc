@@ -22,8 +22,8 @@
 
 #include "fi_error.h"
 
-#include <rdma/fi_rma.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 #include <algorithm>
 
@@ -43,8 +43,8 @@ Status Context::ExposeSegments(SendOp* op) {
       continue;
     }
     fid_mr* mr = nullptr;
-    Status st = registrar_->Register(s.data, s.length, s.device,
-                                     FI_REMOTE_READ | FI_SEND, &mr);
+    Status st =
+        registrar_->Register(s.data, s.length, s.device, FI_REMOTE_READ | FI_SEND, &mr);
     if (!st.ok()) {
       op->regs.clear();
       op->remote.clear();
@@ -93,13 +93,11 @@ Placement* Context::NewPlacement(Conn* c, void* user_data, uint64_t sender_op) {
   return p;
 }
 
-Status Context::StartReads(Conn* c, RxMsg* m, const ferry_place_args_t& a,
-                           Placement* p) {
+Status Context::StartReads(Conn* c, RxMsg* m, const ferry_place_args_t& a, Placement* p) {
   for (size_t i = 0; i < m->segs.size(); ++i) {
     const BulkSeg& seg = m->bulk[i];
     if (seg.mode != wire::kRma) continue;
-    const auto* d = FERRY_ELEMENT_AT(const ferry_place_dest_t, a.dests,
-                                     a.dest_stride, i);
+    const auto* d = FERRY_ELEMENT_AT(const ferry_place_dest_t, a.dests, a.dest_stride, i);
     if (d->data == nullptr || seg.length == 0) continue;
     ferry_device_t device{FERRY_DEVICE_CPU, 0};
     if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device)) device = d->device;
@@ -151,14 +149,13 @@ void Context::PumpReads() {
     ssize_t rc = 0;
     bool drop = p->cancelled || p->status != FERRY_OK;
     if (!drop && c->peer->Unreachable()) {
-      p->Fail(FERRY_PEER_GONE, "fabric: the sender's endpoint " +
-                                   c->peer->printable +
+      p->Fail(FERRY_PEER_GONE, "fabric: the sender's endpoint " + c->peer->printable +
                                    " (in this process) has been closed");
       drop = true;
     }
     if (!drop) {
-      rc = fi_read(endpoint_->ep(), r->local, r->length, r->desc, c->peer->addr,
-                   r->raddr, r->key, AsContext(r));
+      rc = fi_read(endpoint_->ep(), r->local, r->length, r->desc, c->peer->addr, r->raddr,
+                   r->key, AsContext(r));
       if (rc == -FI_EAGAIN) return;  // the next progress() posts the rest
     }
     reads_head_ = r->next;

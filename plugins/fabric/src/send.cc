@@ -42,10 +42,10 @@ bool ForeignRegistration(const ferry_segment_t* s) {
 
 // --- send() ---------------------------------------------------------------------
 
-Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
-                             uint64_t* total) const {
+Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a, uint64_t* total) const {
   if (HeaderMissing(a)) {
-    return Error(FERRY_INVALID_ARGUMENT, "fabric: send() has header_len %llu and a NULL header",
+    return Error(FERRY_INVALID_ARGUMENT,
+                 "fabric: send() has header_len %llu and a NULL header",
                  static_cast<unsigned long long>(a.header_len));
   }
   if (a.header_len > max_header_) {
@@ -78,8 +78,8 @@ Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
   const uint64_t max = config_.max_message_size;
   uint64_t sum = a.header_len;
   for (uint32_t i = 0; i < a.num_segments; ++i) {
-    const auto* s = FERRY_ELEMENT_AT(const ferry_segment_t, a.segments,
-                                     a.segment_stride, i);
+    const auto* s =
+        FERRY_ELEMENT_AT(const ferry_segment_t, a.segments, a.segment_stride, i);
     if (s->length > max || sum > max - s->length) {
       return Error(FERRY_RESOURCE_EXHAUSTED,
                    "fabric: message of more than %llu bytes (header + "
@@ -93,8 +93,8 @@ Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
                    "fabric: segment %u has %llu bytes and a NULL data pointer", i,
                    static_cast<unsigned long long>(s->length));
     }
-    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device) &&
-        !IsHostMemory(s->device) && !(CudaMemory() && rma_)) {
+    if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device) && !IsHostMemory(s->device) &&
+        !(CudaMemory() && rma_)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "fabric: segment %u is in device memory (type %d), which "
                    "provider %s cannot move here (needs FI_HMEM, FI_RMA and a "
@@ -115,34 +115,34 @@ Status Context::ValidateSend(Conn* c, const ferry_send_args_t& a,
 void Context::SetPeerLimits(Conn* c, const wire::Limits& limits) {
   c->peer_limits = limits;
   Conn::SmallSends& s = c->small;
-  s.frame = inject_size_ == 0
-                ? 0
-                : std::min<uint64_t>(
-                      std::min<uint64_t>(inject_size_, config_.max_message_size),
-                      std::min(eager_size_, limits.eager_size));
+  s.frame =
+      inject_size_ == 0
+          ? 0
+          : std::min<uint64_t>(std::min<uint64_t>(inject_size_, config_.max_message_size),
+                               std::min(eager_size_, limits.eager_size));
   s.inline_max = std::min(max_inline_, limits.max_inline);
   s.max_header = std::min(max_header_, limits.max_header);
   s.max_segments = std::min(config_.max_segments, limits.max_segments);
 }
 
 uint8_t Context::BulkMode(const Conn* c) const {
-  const bool peer_rma = c->state != Conn::State::kOpen ||
-                        (c->peer_limits.flags & wire::kLimitRma) != 0;
+  const bool peer_rma =
+      c->state != Conn::State::kOpen || (c->peer_limits.flags & wire::kLimitRma) != 0;
   return rma_ && peer_rma ? wire::kRma : wire::kStream;
 }
 
 bool Context::Classify(const Conn* c, std::vector<SegRef>* segs,
                        size_t header_len) const {
   const bool open = c->state == Conn::State::kOpen;
-  const uint64_t eager = open ? std::min(eager_size_, c->peer_limits.eager_size)
-                              : eager_size_;
+  const uint64_t eager =
+      open ? std::min(eager_size_, c->peer_limits.eager_size) : eager_size_;
   const uint64_t inline_max =
       open ? std::min(max_inline_, c->peer_limits.max_inline) : max_inline_;
   // Room left for inline bytes, with every segment's table entry and a
   // possible RMA descriptor already counted.
-  const uint64_t fixed = sizeof(wire::Msg) +
-                         segs->size() * (sizeof(wire::SegEntry) + sizeof(wire::RemoteEntry)) +
-                         header_len;
+  const uint64_t fixed =
+      sizeof(wire::Msg) +
+      segs->size() * (sizeof(wire::SegEntry) + sizeof(wire::RemoteEntry)) + header_len;
   uint64_t budget = eager > fixed ? eager - fixed : 0;
   const uint8_t bulk = BulkMode(c);
   bool all_inline = true;
@@ -171,9 +171,9 @@ size_t Context::FrameSize(const std::vector<SegRef>& segs, size_t header_len,
 void Context::EncodeMsg(Conn* c, char* out, uint64_t op_id, const char* header,
                         size_t header_len, const std::vector<SegRef>& segs,
                         const std::vector<wire::RemoteEntry>& remote) {
-  const wire::Msg m = wire::MakeMsg(c->remote_id, c->next_seq, op_id,
-                                    static_cast<uint32_t>(header_len),
-                                    static_cast<uint16_t>(segs.size()));
+  const wire::Msg m =
+      wire::MakeMsg(c->remote_id, c->next_seq, op_id, static_cast<uint32_t>(header_len),
+                    static_cast<uint16_t>(segs.size()));
   char* p = out;
   std::memcpy(p, &m, sizeof m);
   p += sizeof m;
@@ -220,8 +220,8 @@ bool Context::TrySendEagerNow(Conn* c, const ferry_send_args_t& a,
   b->frame_type = wire::kMsg;
   b->conn_id = c->id;
   b->peer = c->peer;
-  ssize_t rc = fi_send(endpoint_->ep(), b->data, size, b->desc, c->peer->addr,
-                       AsContext(b));
+  ssize_t rc =
+      fi_send(endpoint_->ep(), b->data, size, b->desc, c->peer->addr, AsContext(b));
   if (rc == 0 || rc == -FI_EAGAIN) {
     // Sequence number taken either way: a frame that met a full queue is
     // ours to post again and still in order.
@@ -254,20 +254,20 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
   const uint32_t n = a.num_segments;
   const uint64_t limit = small.frame;
   const uint64_t inline_max = small.inline_max;
-  if (a.header_len > small.max_header || n > small.max_segments ||
-      HeaderMissing(a) || SegmentArrayMissing(a)) {
+  if (a.header_len > small.max_header || n > small.max_segments || HeaderMissing(a) ||
+      SegmentArrayMissing(a)) {
     return false;
   }
-  const uint64_t fixed = sizeof(wire::Msg) + uint64_t{n} * sizeof(wire::SegEntry) +
-                         a.header_len;
+  const uint64_t fixed =
+      sizeof(wire::Msg) + uint64_t{n} * sizeof(wire::SegEntry) + a.header_len;
   if (fixed > limit) return false;
   char* const out = inject_scratch_.data();
   char* entry = out + sizeof(wire::Msg);
   char* data = out + fixed;
   uint64_t room = limit - fixed;
   for (uint32_t i = 0; i < n; ++i) {
-    const auto* s = FERRY_ELEMENT_AT(const ferry_segment_t, a.segments,
-                                     a.segment_stride, i);
+    const auto* s =
+        FERRY_ELEMENT_AT(const ferry_segment_t, a.segments, a.segment_stride, i);
     ferry_device_t device{FERRY_DEVICE_CPU, 0};
     if (FERRY_FIELD_PRESENT(s, ferry_segment_t, device)) device = s->device;
     if (s->length > room || s->length > inline_max || !IsHostMemory(device) ||
@@ -283,9 +283,9 @@ bool Context::TrySendSmall(Conn* c, const ferry_send_args_t& a) {
     room -= s->length;
   }
   if (c->peer->Unreachable()) return false;
-  const wire::Msg m = wire::MakeMsg(c->remote_id, c->next_seq, /*op_id=*/0,
-                                    static_cast<uint32_t>(a.header_len),
-                                    static_cast<uint16_t>(n));
+  const wire::Msg m =
+      wire::MakeMsg(c->remote_id, c->next_seq, /*op_id=*/0,
+                    static_cast<uint32_t>(a.header_len), static_cast<uint16_t>(n));
   std::memcpy(out, &m, sizeof m);
   if (a.header_len > 0) std::memcpy(entry, a.header, a.header_len);
   const size_t size = static_cast<size_t>(data - out);
@@ -319,17 +319,16 @@ ferry_status_t Context::Send(Conn* c, const ferry_send_args_t& a, Status* error)
   Status st = ValidateSend(c, a, &total);
   if (!st.ok()) return Report(error, std::move(st));
   if (c->txq.size() >= config_.max_pending_sends) {
-    return Report(error,
-                  Error(FERRY_UNAVAILABLE,
-                        "fabric: %zu sends are already queued on this connection "
-                        "(max_pending_sends); call progress() and send again",
-                        c->txq.size()));
+    return Report(error, Error(FERRY_UNAVAILABLE,
+                               "fabric: %zu sends are already queued on this connection "
+                               "(max_pending_sends); call progress() and send again",
+                               c->txq.size()));
   }
   std::vector<SegRef>& segs = seg_scratch_;
   segs.clear();
   for (uint32_t i = 0; i < a.num_segments; ++i) {
-    const auto* s = FERRY_ELEMENT_AT(const ferry_segment_t, a.segments,
-                                     a.segment_stride, i);
+    const auto* s =
+        FERRY_ELEMENT_AT(const ferry_segment_t, a.segments, a.segment_stride, i);
     SegRef r;
     r.data = static_cast<const char*>(s->data);
     r.length = s->length;

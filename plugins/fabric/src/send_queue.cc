@@ -102,14 +102,14 @@ Context::PostResult Context::PostSendOp(Conn* c, SendOp* op) {
   c->txq.pop_front();
   ++c->next_seq;
   if (!PostFrame(b)) {
-    CompleteSendOp(op, c->broken_status != FERRY_OK ? c->broken_status : FERRY_PEER_GONE,
-                   c->broken_message.empty() ? "fabric: the send failed"
-                                             : c->broken_message);
+    CompleteSendOp(
+        op, c->broken_status != FERRY_OK ? c->broken_status : FERRY_PEER_GONE,
+        c->broken_message.empty() ? "fabric: the send failed" : c->broken_message);
     return PostResult::kFailed;
   }
   if (op->has_bulk) {
-    op->state = BulkMode(c) == wire::kRma ? SendOp::State::kAwaitFin
-                                          : SendOp::State::kAwaitCts;
+    op->state =
+        BulkMode(c) == wire::kRma ? SendOp::State::kAwaitFin : SendOp::State::kAwaitCts;
     c->waiting.push_back(op);
   } else {
     CompleteSendOp(op, FERRY_OK, "");
@@ -138,8 +138,8 @@ void Context::FailQueuedSends(Conn* c, ferry_status_t status,
   for (SendOp* op : q) CompleteSendOp(op, status, message);
 }
 
-void Context::FailWaitingSends(Conn* c, ferry_status_t status,
-                               const std::string& message, bool keep_exposed) {
+void Context::FailWaitingSends(Conn* c, ferry_status_t status, const std::string& message,
+                               bool keep_exposed) {
   std::vector<SendOp*> ops = c->waiting;
   for (SendOp* op : ops) {
     if (keep_exposed && op->state == SendOp::State::kAwaitFin) continue;

@@ -3,7 +3,6 @@
 
 #include "ferry_plugin/log.h"
 
-
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,8 +10,8 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -71,8 +70,8 @@ double ProcessStartTime() {
 
 }  // namespace
 
-std::vector<std::string> RemoveStaleRegions(const std::string& dir, pid_t self,
-                                            uid_t uid, double started,
+std::vector<std::string> RemoveStaleRegions(const std::string& dir, pid_t self, uid_t uid,
+                                            double started,
                                             const std::function<bool(pid_t)>& alive) {
   std::vector<std::string> removed;
   DIR* d = opendir(dir.c_str());

@@ -43,8 +43,8 @@ void RemoveStaleShmRegions();
 // 2-second margin (the boot time the start is computed from has
 // whole-second resolution), or another pid's for which `alive` is false.
 // Returns the names it removed.
-std::vector<std::string> RemoveStaleRegions(const std::string& dir, pid_t self,
-                                            uid_t uid, double started,
+std::vector<std::string> RemoveStaleRegions(const std::string& dir, pid_t self, uid_t uid,
+                                            double started,
                                             const std::function<bool(pid_t)>& alive);
 
 }  // namespace ferry_fabric

@@ -16,7 +16,6 @@
 // no wanted segment) answers with an empty CTS.
 #include "context.h"
 
-
 #include <algorithm>
 #include <cstring>
 
@@ -30,8 +29,7 @@ Status Context::StartStream(Conn* c, RxMsg* m, const ferry_place_args_t& a,
   uint64_t mask = 0;
   for (size_t i = 0; i < m->segs.size(); ++i) {
     if (m->bulk[i].mode != wire::kStream) continue;
-    const auto* d = FERRY_ELEMENT_AT(const ferry_place_dest_t, a.dests,
-                                     a.dest_stride, i);
+    const auto* d = FERRY_ELEMENT_AT(const ferry_place_dest_t, a.dests, a.dest_stride, i);
     if (d->data == nullptr || m->segs[i].length == 0) continue;
     mask |= uint64_t{1} << i;
     p->dests[i] = Placement::Dest{static_cast<char*>(d->data), m->segs[i].length};
@@ -43,8 +41,7 @@ Status Context::StartStream(Conn* c, RxMsg* m, const ferry_place_args_t& a,
   return Status();
 }
 
-void Context::SendCts(Conn* c, uint64_t op_id, uint64_t mask,
-                      uint64_t stream_id) {
+void Context::SendCts(Conn* c, uint64_t op_id, uint64_t mask, uint64_t stream_id) {
   wire::Cts f{};
   f.head = wire::MakeHead(wire::kCts, c->remote_id);
   f.op_id = op_id;
@@ -151,8 +148,7 @@ void Context::OnData(const char* frame, size_t len) {
     return;  // closed or failed meanwhile: dropped
   }
   if (d.segment >= p->dests.size() || (p->want_mask >> d.segment & 1) == 0 ||
-      len - sizeof d < d.length ||
-      d.offset > p->dests[d.segment].length ||
+      len - sizeof d < d.length || d.offset > p->dests[d.segment].length ||
       d.length > p->dests[d.segment].length - d.offset) {
     p->Fail(FERRY_DATA_LOSS, "fabric: malformed DATA frame from the peer");
     MaybeFinishPlacement(p);

@@ -35,13 +35,13 @@ bool Context::PostFrame(TxBuf* b) {
     const uint8_t type = b->frame_type;
     const std::string who = b->peer->printable;
     tx_pool_.Put(b);
-    HandleTxFailure(conn_id, type, FERRY_PEER_GONE,
-                    "fabric: the peer endpoint " + who +
-                        " (in this process) has been closed");
+    HandleTxFailure(
+        conn_id, type, FERRY_PEER_GONE,
+        "fabric: the peer endpoint " + who + " (in this process) has been closed");
     return false;
   }
-  ssize_t rc = fi_send(endpoint_->ep(), b->data, b->length, b->desc,
-                       b->peer->addr, AsContext(b));
+  ssize_t rc =
+      fi_send(endpoint_->ep(), b->data, b->length, b->desc, b->peer->addr, AsContext(b));
   if (rc == 0) return true;
   if (rc == -FI_EAGAIN) {
     QueueResend(b);
@@ -75,8 +75,8 @@ void Context::DrainResends() {
       PostFrame(b);  // reports the peer as gone
       continue;
     }
-    ssize_t rc = fi_send(endpoint_->ep(), b->data, b->length, b->desc,
-                         b->peer->addr, AsContext(b));
+    ssize_t rc = fi_send(endpoint_->ep(), b->data, b->length, b->desc, b->peer->addr,
+                         AsContext(b));
     if (rc == -FI_EAGAIN) return;  // still full: the next progress() retries
     resend_head_ = b->next;
     if (resend_head_ == nullptr) resend_tail_ = nullptr;
@@ -84,17 +84,17 @@ void Context::DrainResends() {
     if (rc != 0) {
       const uint64_t conn_id = b->conn_id;
       const uint8_t type = b->frame_type;
-      const std::string text = "fabric: sending to " + b->peer->printable +
-                               ": " + FiText("fi_send", static_cast<int>(rc), provider_);
+      const std::string text = "fabric: sending to " + b->peer->printable + ": " +
+                               FiText("fi_send", static_cast<int>(rc), provider_);
       tx_pool_.Put(b);
-      HandleTxFailure(conn_id, type,
-                      StatusForCompletionError(static_cast<int>(-rc)), text);
+      HandleTxFailure(conn_id, type, StatusForCompletionError(static_cast<int>(-rc)),
+                      text);
     }
   }
 }
 
-void Context::SendControl(Peer* peer, uint64_t conn_id, const void* frame,
-                          size_t len, const void* tail, size_t tail_len) {
+void Context::SendControl(Peer* peer, uint64_t conn_id, const void* frame, size_t len,
+                          const void* tail, size_t tail_len) {
   const size_t total = len + tail_len;
   const uint8_t type = static_cast<const wire::Head*>(frame)->type;
   // Small control frames are injected: no bounce buffer, no completion. Not
@@ -157,8 +157,8 @@ void Context::OnSendError(TxBuf* b, const fi_cq_err_entry& err) {
   HandleTxFailure(conn_id, type, StatusForCompletionError(err.err), text);
 }
 
-void Context::HandleTxFailure(uint64_t conn_id, uint8_t frame_type,
-                              ferry_status_t status, const std::string& text) {
+void Context::HandleTxFailure(uint64_t conn_id, uint8_t frame_type, ferry_status_t status,
+                              const std::string& text) {
   FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "%s", text.c_str());
   Conn* c = conns_.Find(conn_id);
   if (c == nullptr) return;

@@ -2,7 +2,6 @@
 
 #include "ferry_plugin/log.h"
 
-
 #include <rdma/fi_errno.h>
 
 #include <sys/epoll.h>
@@ -35,9 +34,8 @@ Status Wakeup::Open(int cq_wait_fd) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (epoll_fd_ < 0 || event_fd_ < 0 || timer_fd_ < 0 ||
-      !Add(epoll_fd_, event_fd_) || !Add(epoll_fd_, timer_fd_) ||
-      !Add(epoll_fd_, cq_wait_fd)) {
+  if (epoll_fd_ < 0 || event_fd_ < 0 || timer_fd_ < 0 || !Add(epoll_fd_, event_fd_) ||
+      !Add(epoll_fd_, timer_fd_) || !Add(epoll_fd_, cq_wait_fd)) {
     int e = errno;
     return Error(FERRY_UNAVAILABLE,
                  "fabric: setting up the wakeup fd (epoll + eventfd + "

@@ -62,11 +62,11 @@ static_assert(sizeof(Head) == 16, "wire layout");
 
 // Receive limits each side announces (CONNECT / ACCEPT).
 struct Limits {
-  uint32_t eager_size;    // its receive buffer size: no frame may be larger
+  uint32_t eager_size;  // its receive buffer size: no frame may be larger
   uint32_t max_header;
   uint32_t max_segments;
   uint32_t max_inline;
-  uint32_t flags;         // kLimitRma: it can read by RMA (and expose)
+  uint32_t flags;  // kLimitRma: it can read by RMA (and expose)
   uint32_t reserved;
 };
 static_assert(sizeof(Limits) == 24, "wire layout");
@@ -100,8 +100,8 @@ static_assert(sizeof(Reject) == 24, "wire layout");
 // segment order), header bytes, then the inline segments' bytes in segment
 // order.
 struct Msg {
-  Head head;         // aux = seq
-  uint64_t op_id;    // sender's op for FIN/CTS; 0 when every segment is inline
+  Head head;       // aux = seq
+  uint64_t op_id;  // sender's op for FIN/CTS; 0 when every segment is inline
   uint32_t header_len;
   uint16_t num_segments;
   uint16_t reserved;
@@ -178,8 +178,8 @@ inline Msg MakeMsg(uint64_t dst, uint32_t seq, uint64_t op_id, uint32_t header_l
   return m;
 }
 
-inline SegEntry MakeSegEntry(uint64_t length, int32_t device_type,
-                             uint16_t device_id, uint8_t mode) {
+inline SegEntry MakeSegEntry(uint64_t length, int32_t device_type, uint16_t device_id,
+                             uint8_t mode) {
   SegEntry e;
   e.length = length;
   e.device_type = device_type;

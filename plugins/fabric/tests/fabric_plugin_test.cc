@@ -35,7 +35,9 @@ bool GpuDriverPresent() {
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-void* Cookie(uintptr_t v) { return reinterpret_cast<void*>(v); }
+void* Cookie(uintptr_t v) {
+  return reinterpret_cast<void*>(v);
+}
 
 // Answers the next arrival on `conn` by placing its segments into `dests`
 // (NULL = drop) and waits for PLACE_DONE; returns its status.
@@ -153,8 +155,8 @@ TEST(FabricHmem, CudaMemoryRefusedWhereLibfabricCannotRegisterIt) {
   // A host message still goes, and a CUDA destination for it is refused.
   std::vector<uint8_t> data(64 << 10);
   FillPattern(data.data(), data.size(), 3);
-  ASSERT_TRUE(SendMessage(&a, link.client, "host", {{data.data(), data.size()}},
-                          Cookie(8)).ok());
+  ASSERT_TRUE(
+      SendMessage(&a, link.client, "host", {{data.data(), data.size()}}, Cookie(8)).ok());
   ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_ARRIVAL, link.server); }));
   Event arrival = b.Take(FERRY_EV_ARRIVAL, link.server);
   ASSERT_EQ(arrival.segments.size(), 1u);
@@ -176,7 +178,8 @@ TEST(FabricHmem, CudaMemoryRefusedWhereLibfabricCannotRegisterIt) {
   }
   // Refused, the arrival is still there to answer.
   std::vector<uint8_t> got(data.size());
-  ASSERT_EQ(PlaceArrival(&b, &a, link.server, arrival, {{got.data(), got.size()}}), FERRY_OK);
+  ASSERT_EQ(PlaceArrival(&b, &a, link.server, arrival, {{got.data(), got.size()}}),
+            FERRY_OK);
   EXPECT_EQ(got, data);
   CloseLink(&b, &a, link);
 }
@@ -271,8 +274,8 @@ void MoveLargeMessage(Ctx* a, Ctx* b) {
                           Cookie(1))
                   .ok());
   Event arrival;
-  ferry_status_t st = PlaceNext(a, b, link.server,
-                                {{nullptr, 0}, {got.data(), got.size()}}, &arrival);
+  ferry_status_t st =
+      PlaceNext(a, b, link.server, {{nullptr, 0}, {got.data(), got.size()}}, &arrival);
   ASSERT_EQ(st, FERRY_OK);
   ASSERT_EQ(arrival.header, "hdr-64m");
   ASSERT_EQ(arrival.segments.size(), 2u);
@@ -287,8 +290,8 @@ void MoveLargeMessage(Ctx* a, Ctx* b) {
   EXPECT_EQ(b->Take(FERRY_EV_SEND_DONE, link.client).status, FERRY_OK);
 
   // discard(): nothing is read, the sender still completes.
-  ASSERT_TRUE(SendMessage(b, link.client, "dropped", {{big.data(), big.size()}},
-                          Cookie(2)).ok());
+  ASSERT_TRUE(
+      SendMessage(b, link.client, "dropped", {{big.data(), big.size()}}, Cookie(2)).ok());
   ASSERT_TRUE(PumpUntil({a, b}, [&] { return a->Has(FERRY_EV_ARRIVAL, link.server); }));
   Event dropped = a->Take(FERRY_EV_ARRIVAL, link.server);
   ASSERT_TRUE(a->t().Discard(link.server, dropped.msg_id).ok());
@@ -298,7 +301,8 @@ void MoveLargeMessage(Ctx* a, Ctx* b) {
   // And a third message of another size arrives intact.
   std::vector<uint8_t> mid(3 * kMiB + 17), got_mid(3 * kMiB + 17);
   FillPattern(mid.data(), mid.size(), 99);
-  ASSERT_TRUE(SendMessage(b, link.client, "mid", {{mid.data(), mid.size()}}, Cookie(3)).ok());
+  ASSERT_TRUE(
+      SendMessage(b, link.client, "mid", {{mid.data(), mid.size()}}, Cookie(3)).ok());
   ASSERT_EQ(PlaceNext(a, b, link.server, {{got_mid.data(), got_mid.size()}}), FERRY_OK);
   EXPECT_EQ(std::memcmp(mid.data(), got_mid.data(), mid.size()), 0);
   CloseLink(a, b, link);
@@ -339,8 +343,9 @@ TEST_P(FabricProvider, RmaSenderAndFallbackReceiverAgreeOnMessages) {
   ASSERT_TRUE(Connect(&without, with_rma, &link));
   std::vector<uint8_t> data(5 * kMiB), got(5 * kMiB);
   FillPattern(data.data(), data.size(), 5);
-  ASSERT_TRUE(SendMessage(with_rma, link.client, "h", {{data.data(), data.size()}},
-                          Cookie(1)).ok());
+  ASSERT_TRUE(
+      SendMessage(with_rma, link.client, "h", {{data.data(), data.size()}}, Cookie(1))
+          .ok());
   ASSERT_EQ(PlaceNext(&without, with_rma, link.server, {{got.data(), got.size()}}),
             FERRY_OK);
   EXPECT_EQ(std::memcmp(data.data(), got.data(), data.size()), 0);
@@ -355,9 +360,8 @@ TEST_P(FabricProvider, RmaSenderAndFallbackReceiverAgreeOnMessages) {
 // left: they go out on later progress() calls, which PumpUntil keeps making
 // on both sides, as the core's progress loop does.
 TEST_P(FabricProvider, InlineSegmentInAnEagerFrameAboveSixteenKiBArrives) {
-  Params p({{"provider", provider()},
-            {"eager_size", "32768"},
-            {"max_inline_size", "16384"}});
+  Params p(
+      {{"provider", provider()}, {"eager_size", "32768"}, {"max_inline_size", "16384"}});
   Ctx a, b;
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString();
   Link link;
@@ -365,12 +369,14 @@ TEST_P(FabricProvider, InlineSegmentInAnEagerFrameAboveSixteenKiBArrives) {
   for (uint64_t size : {uint64_t{16384}, uint64_t{16384 - 200}, uint64_t{9000}}) {
     std::vector<uint8_t> data(size), got(size);
     FillPattern(data.data(), data.size(), size);
-    ASSERT_TRUE(SendMessage(&b, link.client, "h", {{data.data(), data.size()}},
-                            Cookie(size)).ok());
-    ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); },
-                          std::chrono::seconds(10)))
-        << size << "-byte segment: no arrival within 10 s ("
-        << a.t().description() << ")";
+    ASSERT_TRUE(
+        SendMessage(&b, link.client, "h", {{data.data(), data.size()}}, Cookie(size))
+            .ok());
+    ASSERT_TRUE(PumpUntil(
+        {&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); },
+        std::chrono::seconds(10)))
+        << size << "-byte segment: no arrival within 10 s (" << a.t().description()
+        << ")";
     Event arrival;
     ASSERT_EQ(PlaceNext(&a, &b, link.server, {{got.data(), got.size()}}, &arrival),
               FERRY_OK);
@@ -380,7 +386,8 @@ TEST_P(FabricProvider, InlineSegmentInAnEagerFrameAboveSixteenKiBArrives) {
       std::memcpy(got.data(), arrival.segments[0].bytes.data(), size);
     }
     EXPECT_EQ(std::memcmp(data.data(), got.data(), size), 0) << size;
-    ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_SEND_DONE, link.client); }));
+    ASSERT_TRUE(
+        PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_SEND_DONE, link.client); }));
     EXPECT_EQ(b.Take(FERRY_EV_SEND_DONE, link.client).status, FERRY_OK);
   }
   CloseLink(&a, &b, link);
@@ -406,11 +413,13 @@ void RegisteredRoundTrips(Ctx* a, Ctx* b) {
     uint8_t* dst = dst_pool.data() + (2 - round) * 512 * 1024 + 5;
     FillPattern(src, size, 100 + round);
     std::memset(dst, 0, size);
-    ASSERT_TRUE(SendMessage(b, link.client, "reg", {{src, size}}, Cookie(round + 1),
-                            {src_mr}).ok());
+    ASSERT_TRUE(
+        SendMessage(b, link.client, "reg", {{src, size}}, Cookie(round + 1), {src_mr})
+            .ok());
     ASSERT_EQ(PlaceNext(a, b, link.server, {{dst, size}}, nullptr, {dst_mr}), FERRY_OK);
     EXPECT_EQ(std::memcmp(src, dst, size), 0) << "round " << round;
-    ASSERT_TRUE(PumpUntil({a, b}, [&] { return b->Has(FERRY_EV_SEND_DONE, link.client); }));
+    ASSERT_TRUE(
+        PumpUntil({a, b}, [&] { return b->Has(FERRY_EV_SEND_DONE, link.client); }));
     EXPECT_EQ(b->Take(FERRY_EV_SEND_DONE, link.client).status, FERRY_OK);
   }
   // A segment only partly inside its registration is registered per
@@ -419,7 +428,8 @@ void RegisteredRoundTrips(Ctx* a, Ctx* b) {
   std::vector<uint8_t> outside(3 * kMiB), got(3 * kMiB);
   FillPattern(outside.data(), outside.size(), 77);
   ASSERT_TRUE(SendMessage(b, link.client, "edge", {{outside.data(), outside.size()}},
-                          Cookie(9), {src_mr}).ok());
+                          Cookie(9), {src_mr})
+                  .ok());
   ASSERT_EQ(PlaceNext(a, b, link.server, {{got.data(), got.size()}}, nullptr, {dst_mr}),
             FERRY_OK);
   EXPECT_EQ(std::memcmp(outside.data(), got.data(), got.size()), 0);
@@ -489,7 +499,8 @@ TEST_P(FabricProvider, PeerCloseDeliversWhatWasSentThenBreaks) {
   b.t().Close(link.client);
   // The three messages arrive in order, then CONN_BROKEN with PEER_GONE.
   for (size_t i = 0; i < bodies.size(); ++i) {
-    ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); }));
+    ASSERT_TRUE(
+        PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); }));
     Event e = a.Take(FERRY_EV_ARRIVAL, link.server);
     EXPECT_EQ(e.header, bodies[i]);
     if (i + 1 < bodies.size()) {
@@ -498,7 +509,8 @@ TEST_P(FabricProvider, PeerCloseDeliversWhatWasSentThenBreaks) {
     }
     ASSERT_TRUE(a.t().Discard(link.server, e.msg_id).ok());
   }
-  ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_CONN_BROKEN, link.server); }));
+  ASSERT_TRUE(
+      PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_CONN_BROKEN, link.server); }));
   Event broken = a.Take(FERRY_EV_CONN_BROKEN, link.server);
   EXPECT_EQ(broken.status, FERRY_PEER_GONE);
   EXPECT_NE(broken.message.find("closed"), std::string::npos) << broken.message;
@@ -539,8 +551,7 @@ TEST_P(FabricProvider, ABurstBeyondThePostedReceivesArrivesWholeAndInOrder) {
     ASSERT_EQ(e.header, "m" + std::to_string(i));
     ASSERT_EQ(e.segments.size(), 1u);
     ASSERT_TRUE(e.segments[0].is_inline);
-    ASSERT_EQ(e.segments[0].bytes,
-              std::string(bodies[i].begin(), bodies[i].end()))
+    ASSERT_EQ(e.segments[0].bytes, std::string(bodies[i].begin(), bodies[i].end()))
         << "message " << i;
     ASSERT_TRUE(a.t().Discard(link.server, e.msg_id).ok());
   }
@@ -577,7 +588,7 @@ TEST_P(FabricProvider, MalformedSmallSendsAreRefusedAndSendNothing) {
   };
   auto seg = [](const void* data, uint64_t length, ferry_mr_t* mr = nullptr) {
     return ferry_segment_t{FERRY_SEGMENT_STRUCT_SIZE, 0, data, length,
-                           {FERRY_DEVICE_CPU, 0}, mr};
+                           {FERRY_DEVICE_CPU, 0},     mr};
   };
   const uint32_t max_segments = b.t().info().max_segments;
   struct Case {
@@ -587,8 +598,8 @@ TEST_P(FabricProvider, MalformedSmallSendsAreRefusedAndSendNothing) {
   } cases[] = {
       {"a NULL header of 8 bytes", send(8, nullptr, {}, 0, false),
        FERRY_INVALID_ARGUMENT},
-      {"16 bytes at a NULL data pointer",
-       send(8, header, {seg(nullptr, 16)}, 1, false), FERRY_INVALID_ARGUMENT},
+      {"16 bytes at a NULL data pointer", send(8, header, {seg(nullptr, 16)}, 1, false),
+       FERRY_INVALID_ARGUMENT},
       {"a registration handle of another plugin",
        send(8, header, {seg(body, 16, reinterpret_cast<ferry_mr_t*>(&foreign_mr))}, 1,
             false),
@@ -605,14 +616,16 @@ TEST_P(FabricProvider, MalformedSmallSendsAreRefusedAndSendNothing) {
     EXPECT_FALSE(c.st.message().empty()) << c.what;
   }
   FillPattern(body, sizeof body, 7);
-  ASSERT_TRUE(SendMessage(&b, link.client, "good", {{body, sizeof body}}, Cookie(1)).ok());
+  ASSERT_TRUE(
+      SendMessage(&b, link.client, "good", {{body, sizeof body}}, Cookie(1)).ok());
   ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_ARRIVAL, link.server); }));
   Event e = a.Take(FERRY_EV_ARRIVAL, link.server);
   EXPECT_EQ(e.header, "good");
   ASSERT_EQ(e.segments.size(), 1u);
   EXPECT_EQ(e.segments[0].bytes, std::string(body, body + sizeof body));
   ASSERT_TRUE(a.t().Discard(link.server, e.msg_id).ok());
-  ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_SEND_DONE, link.client); }));
+  ASSERT_TRUE(
+      PumpUntil({&a, &b}, [&] { return b.Has(FERRY_EV_SEND_DONE, link.client); }));
   EXPECT_EQ(b.Take(FERRY_EV_SEND_DONE, link.client).user_data, Cookie(1))
       << "a refused send() queued a SEND_DONE";
   EXPECT_FALSE(b.Has(FERRY_EV_SEND_DONE, link.client));
@@ -654,8 +667,8 @@ TEST_P(FabricProvider, SendingToAFinishedContextInThisProcessIsPeerGone) {
   a->t().CloseListener(link.listener);
   a.reset();  // fini
   std::vector<uint8_t> big(2 * kMiB);
-  ferry::Status st = SendMessage(&b, link.client, "after", {{big.data(), big.size()}},
-                                 Cookie(1));
+  ferry::Status st =
+      SendMessage(&b, link.client, "after", {{big.data(), big.size()}}, Cookie(1));
   if (st.ok()) {
     ASSERT_TRUE(PumpUntil({&b}, [&] { return b.Has(FERRY_EV_SEND_DONE, link.client); }));
     Event done = b.Take(FERRY_EV_SEND_DONE, link.client);

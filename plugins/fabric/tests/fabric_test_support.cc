@@ -11,8 +11,8 @@ namespace ferry_fabric_test {
 std::shared_ptr<const ferry::Plugin> FabricPlugin() {
   auto loaded = ferry::testkit::LoadPlugin(FERRY_FABRIC_PLUGIN_DIR, "fabric");
   if (!loaded.ok()) {
-    ADD_FAILURE() << "cannot load the fabric plugin from " << FERRY_FABRIC_PLUGIN_DIR << ": "
-                  << loaded.status().ToString();
+    ADD_FAILURE() << "cannot load the fabric plugin from " << FERRY_FABRIC_PLUGIN_DIR
+                  << ": " << loaded.status().ToString();
     return nullptr;
   }
   return loaded.value();
@@ -29,7 +29,8 @@ ferry::testkit::Endpoint::Options FabricOptions(uint32_t flags) {
 
 }  // namespace
 
-Ctx::Ctx(uint32_t flags) : ferry::testkit::Endpoint(FabricPlugin(), FabricOptions(flags)) {}
+Ctx::Ctx(uint32_t flags)
+    : ferry::testkit::Endpoint(FabricPlugin(), FabricOptions(flags)) {}
 
 bool Connect(Ctx* server, Ctx* client, Link* link) {
   return ferry::testkit::Connect(client, server, "", link, reinterpret_cast<void*>(0xC0),

@@ -63,8 +63,7 @@ void CloseLink(Ctx* server, Ctx* client, const Link& link);
 // on back-pressure.
 ferry::Status SendMessage(Ctx* ctx, ferry_conn_t* conn, const std::string& header,
                           const std::vector<std::pair<const void*, uint64_t>>& segs,
-                          void* user_data,
-                          const std::vector<ferry_mr_t*>& mrs = {},
+                          void* user_data, const std::vector<ferry_mr_t*>& mrs = {},
                           ferry_device_t device = {FERRY_DEVICE_CPU, 0});
 
 // Waits for the next ARRIVAL on `conn` of `rx` (driving `tx` too), answers

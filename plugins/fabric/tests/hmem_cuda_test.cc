@@ -73,8 +73,8 @@ TEST_P(FabricCuda, DeviceSegmentLandsInDeviceMemory) {
   Params p({{"provider", provider}, {"hmem", "on"}});
   Ctx a, b;
   if (!a.ok() && a.status().code() == FERRY_UNAVAILABLE) {
-    GTEST_SKIP() << "provider " << provider << " offers no FI_HMEM here: "
-                 << a.status().ToString();
+    GTEST_SKIP() << "provider " << provider
+                 << " offers no FI_HMEM here: " << a.status().ToString();
   }
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
   if (!(a.t().info().memory_kinds & FERRY_MEM_CUDA)) {
@@ -100,9 +100,9 @@ TEST_P(FabricCuda, DeviceSegmentLandsInDeviceMemory) {
 
   Link link;
   ASSERT_TRUE(Connect(&b, &a, &link));
-  ferry::Status sent = SendMessage(&a, link.client, "gpu",
-                                   {{reinterpret_cast<const void*>(src), kSize}},
-                                   nullptr, {}, gpu);
+  ferry::Status sent =
+      SendMessage(&a, link.client, "gpu", {{reinterpret_cast<const void*>(src), kSize}},
+                  nullptr, {}, gpu);
   ASSERT_TRUE(sent.ok()) << sent.ToString();
   Event arrival;
   EXPECT_EQ(PlaceNext(&b, &a, link.server, {{reinterpret_cast<void*>(dst), kSize}},
@@ -110,7 +110,8 @@ TEST_P(FabricCuda, DeviceSegmentLandsInDeviceMemory) {
             FERRY_OK);
   ASSERT_EQ(arrival.segments.size(), 1u);
   EXPECT_FALSE(arrival.segments[0].is_inline) << "device bytes are never inline";
-  ASSERT_TRUE(PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_SEND_DONE, link.client); }));
+  ASSERT_TRUE(
+      PumpUntil({&a, &b}, [&] { return a.Has(FERRY_EV_SEND_DONE, link.client); }));
   EXPECT_EQ(a.Take(FERRY_EV_SEND_DONE, link.client).status, FERRY_OK);
   ASSERT_EQ(cuda.cuMemcpyDtoH(got.data(), dst, kSize), 0);
   EXPECT_EQ(std::memcmp(want.data(), got.data(), kSize), 0)

@@ -118,8 +118,8 @@ TEST(FabricMsgParse, EveryTruncationIsRefused) {
       std::vector<char> cut(full.begin(), full.begin() + static_cast<long>(len));
       RxMsg m;
       Status st = ParseMsg(cut.data(), cut.size(), 64, true, &m);
-      EXPECT_EQ(st.code, FERRY_DATA_LOSS) << "accepted a frame cut to " << len
-                                          << " of " << full.size() << " bytes";
+      EXPECT_EQ(st.code, FERRY_DATA_LOSS)
+          << "accepted a frame cut to " << len << " of " << full.size() << " bytes";
       EXPECT_NE(st.message.find("malformed"), std::string::npos) << st.message;
     }
   }
@@ -143,7 +143,8 @@ TEST(FabricMsgParse, LyingCountsAndLengthsAreRefused) {
   // A header longer than what follows the table.
   std::vector<char> f = Frame("hdr", {{"abc"}}, 0);
   const uint32_t long_header = 1000;
-  std::memcpy(f.data() + offsetof(wire::Msg, header_len), &long_header, sizeof long_header);
+  std::memcpy(f.data() + offsetof(wire::Msg, header_len), &long_header,
+              sizeof long_header);
   refused(f, 64, "truncated header");
 
   // Large segments need a sender operation to answer; unknown modes are not.

@@ -52,10 +52,14 @@ class ScratchDir {
   std::vector<std::string> made_;
 };
 
-double Now() { return static_cast<double>(std::time(nullptr)); }
+double Now() {
+  return static_cast<double>(std::time(nullptr));
+}
 
 // Which pids "exist" in a test: 4242 (this process) and 7000.
-bool Alive(pid_t pid) { return pid == 4242 || pid == 7000; }
+bool Alive(pid_t pid) {
+  return pid == 4242 || pid == 7000;
+}
 
 std::vector<std::string> Sorted(std::vector<std::string> v) {
   std::sort(v.begin(), v.end());
@@ -75,8 +79,8 @@ TEST(FabricStaleShm, RemovesThisPidsOlderRegionsAndDeadProcessesRegions) {
   // This "process" (4242) started a minute after the files were made.
   const std::vector<std::string> removed =
       RemoveStaleRegions(d.path(), 4242, getuid(), Now() + 60, Alive);
-  const std::vector<std::string> stale = {"4242:0:0", "4242:0:1", "4242:1:0",
-                                          "6000:0:0", "6000:0:1"};
+  const std::vector<std::string> stale = {"4242:0:0", "4242:0:1", "4242:1:0", "6000:0:0",
+                                          "6000:0:1"};
   EXPECT_EQ(Sorted(removed), stale);
   for (const std::string& gone : stale) EXPECT_FALSE(d.Exists(gone)) << gone;
   for (const char* kept : {"7000:0:0", "4242:x:0", "4242:0", "4242:0:", "4242::0",
@@ -99,14 +103,16 @@ TEST(FabricStaleShm, KeepsOtherUsersRegions) {
   ScratchDir d;
   d.File("4242:0:0");
   d.File("6000:0:0");
-  EXPECT_TRUE(RemoveStaleRegions(d.path(), 4242, getuid() + 1, Now() + 60, Alive).empty());
+  EXPECT_TRUE(
+      RemoveStaleRegions(d.path(), 4242, getuid() + 1, Now() + 60, Alive).empty());
   EXPECT_TRUE(d.Exists("4242:0:0"));
   EXPECT_TRUE(d.Exists("6000:0:0"));
 }
 
 TEST(FabricStaleShm, MissingDirectoryIsNothingToDo) {
   EXPECT_TRUE(
-      RemoveStaleRegions("/nonexistent-ferry-dir", 4242, getuid(), Now() + 60, Alive).empty());
+      RemoveStaleRegions("/nonexistent-ferry-dir", 4242, getuid(), Now() + 60, Alive)
+          .empty());
 }
 
 }  // namespace

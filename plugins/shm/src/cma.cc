@@ -16,9 +16,9 @@ bool CmaProbe(pid_t pid, uint64_t address, uint64_t expected, std::string* why) 
   int64_t n = CmaRead(pid, &got, address, sizeof got);
   if (n == static_cast<int64_t>(sizeof got) && got == expected) return true;
   if (n < 0) {
-    *why = std::string("process_vm_readv: ") + std::strerror(static_cast<int>(-n)) +
-           (n == -EPERM ? " (different user, or kernel.yama.ptrace_scope forbids it)"
-                        : "");
+    *why =
+        std::string("process_vm_readv: ") + std::strerror(static_cast<int>(-n)) +
+        (n == -EPERM ? " (different user, or kernel.yama.ptrace_scope forbids it)" : "");
   } else {
     *why = "process_vm_readv read the wrong bytes";
   }

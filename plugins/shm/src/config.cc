@@ -25,9 +25,8 @@ bool GetParam(const char* key, std::string* out) {
 
 Status BadValue(const char* key, const std::string& value, const char* want) {
   const std::string env = ferry_plugin::ParamEnvName(key);
-  return Error(FERRY_INVALID_ARGUMENT,
-               "shm: parameter '%s' (%s) is '%s'; expected %s", key, env.c_str(),
-               value.c_str(), want);
+  return Error(FERRY_INVALID_ARGUMENT, "shm: parameter '%s' (%s) is '%s'; expected %s",
+               key, env.c_str(), value.c_str(), want);
 }
 
 // Unsigned integer parameter with optional K/M/G suffix (binary units).
@@ -38,13 +37,17 @@ Status GetSize(const char* key, uint64_t lo, uint64_t hi, uint64_t* inout) {
   unsigned long long n = std::strtoull(v.c_str(), &end, 0);
   if (end == v.c_str()) return BadValue(key, v, "a number of bytes (e.g. 4M)");
   uint64_t mult = 1;
-  if (*end == 'k' || *end == 'K') mult = 1ull << 10, ++end;
-  else if (*end == 'm' || *end == 'M') mult = 1ull << 20, ++end;
-  else if (*end == 'g' || *end == 'G') mult = 1ull << 30, ++end;
+  if (*end == 'k' || *end == 'K')
+    mult = 1ull << 10, ++end;
+  else if (*end == 'm' || *end == 'M')
+    mult = 1ull << 20, ++end;
+  else if (*end == 'g' || *end == 'G')
+    mult = 1ull << 30, ++end;
   if (*end != '\0' || n > hi / mult || n * mult < lo) {
-    return BadValue(key, v, Format("a size from %llu to %llu bytes",
-                                   (unsigned long long)lo,
-                                   (unsigned long long)hi).c_str());
+    return BadValue(key, v,
+                    Format("a size from %llu to %llu bytes", (unsigned long long)lo,
+                           (unsigned long long)hi)
+                        .c_str());
   }
   *inout = n * mult;
   return Status();

@@ -18,9 +18,9 @@ struct Config {
   uint32_t spin_us = 20;
 
   // Rings and data paths.
-  uint64_t ring_size = 2ull << 20;     // per direction, power of two
-  uint64_t chunk_size = 256ull << 10;  // ring-copy chunk (<= ring_size / 4)
-  uint64_t inline_max = 16ull << 10;   // a segment this small goes inline
+  uint64_t ring_size = 2ull << 20;       // per direction, power of two
+  uint64_t chunk_size = 256ull << 10;    // ring-copy chunk (<= ring_size / 4)
+  uint64_t inline_max = 16ull << 10;     // a segment this small goes inline
   uint64_t inline_budget = 64ull << 10;  // inline bytes per message
   // Cross-memory attach. `cma`: we may read a peer's memory (and so receive
   // large segments with one copy); false: every segment from and to us is
@@ -31,7 +31,7 @@ struct Config {
   // paths": 3x faster than process_vm_readv here at 64 KiB - 1 MiB).
   bool cma = true;
   bool cma_send = true;
-  uint64_t cma_min = 64ull << 10;      // segments this large use CMA...
+  uint64_t cma_min = 64ull << 10;  // segments this large use CMA...
   // ...up to this size (0: no bound). Larger ones are copied through the
   // ring, by both processes at once: on two cores that pipeline beat one
   // process's process_vm_readv from 1 MiB up (README, "Data paths").
@@ -43,9 +43,9 @@ struct Config {
   uint64_t max_message_size = 1ull << 40;
 
   // Set-up.
-  std::string socket_dir;        // "" = $XDG_RUNTIME_DIR/ferry-shm or /tmp/ferry-shm-<uid>
+  std::string socket_dir;  // "" = $XDG_RUNTIME_DIR/ferry-shm or /tmp/ferry-shm-<uid>
   uint32_t connect_timeout_ms = 10000;  // bound on the set-up handshake
-  std::string domain;            // "host=...;ipc=...;user=..." or the override
+  std::string domain;                   // "host=...;ipc=...;user=..." or the override
 
   // Largest record a message can need in the ring (checked at init against
   // ring_size, so every legal message fits).

@@ -23,10 +23,12 @@ Conn::~Conn() {
   for (SendOp* op : free_ops_) delete op;
 }
 
-const Config& Conn::config() const { return ctx_->config(); }
+const Config& Conn::config() const {
+  return ctx_->config();
+}
 
-void Conn::Emit(EventSink* sink, int32_t type, ferry_status_t status,
-                void* user_data, const std::string& message) {
+void Conn::Emit(EventSink* sink, int32_t type, ferry_status_t status, void* user_data,
+                const std::string& message) {
   ferry_event_t ev = EventSink::Make(type, status, handle(), user_data,
                                      user_data_.load(std::memory_order_relaxed));
   sink->Emit(ev, message, &user_data_);
@@ -90,8 +92,9 @@ void Conn::OnSocketEvent(EventSink* sink) {
     return;
   }
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  OnPeerGone(sink, "shm: the peer closed the connection or its process died "
-                   "(EOF on the set-up socket)");
+  OnPeerGone(sink,
+             "shm: the peer closed the connection or its process died "
+             "(EOF on the set-up socket)");
 }
 
 void Conn::OnPeerGone(EventSink* sink, const std::string& why) {
@@ -183,14 +186,13 @@ void Conn::ReleaseResources() {
 
 Status Conn::RefuseIfUnusable() const {
   if (closing_) {
-    return Error(FERRY_FAILED_PRECONDITION,
-                 "shm: the connection is being closed");
+    return Error(FERRY_FAILED_PRECONDITION, "shm: the connection is being closed");
   }
   if (state_ == State::kFailed) {
     // Not UNAVAILABLE (the connect error, often): that would mean "retry".
-    return Status(FERRY_FAILED_PRECONDITION,
-                  "shm: the connection was never established: " +
-                      pending_failure_.message);
+    return Status(
+        FERRY_FAILED_PRECONDITION,
+        "shm: the connection was never established: " + pending_failure_.message);
   }
   if (!broken_.ok()) {
     return Status(broken_.code, "shm: the connection is broken: " + broken_.message);
@@ -205,13 +207,12 @@ Status Conn::PeerAddress(char* buf, uint64_t buf_len) {
     text = path_;
     if (state_ == State::kEstablished) {
       text += Format(" pid=%d uid=%u data=%s", static_cast<int>(peer_.pid),
-                     static_cast<unsigned>(peer_.uid),
-                     cma_send_ ? "cma" : "ring");
+                     static_cast<unsigned>(peer_.uid), cma_send_ ? "cma" : "ring");
     }
   }
   if (buf == nullptr || text.size() + 1 > buf_len) {
-    return Error(FERRY_RESOURCE_EXHAUSTED,
-                 "shm: the peer address needs %zu bytes", text.size() + 1);
+    return Error(FERRY_RESOURCE_EXHAUSTED, "shm: the peer address needs %zu bytes",
+                 text.size() + 1);
   }
   std::memcpy(buf, text.c_str(), text.size() + 1);
   return Status();
@@ -234,7 +235,7 @@ void Conn::Disarm() {
 bool Conn::HasWork() {
   std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_) return true;
-  if (state_ == State::kConnecting) return true;  // retries or a failure to report
+  if (state_ == State::kConnecting) return true;    // retries or a failure to report
   if (state_ != State::kEstablished) return false;  // sockets wake us
   return TxHasWork() || RxHasWork();
 }

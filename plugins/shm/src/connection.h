@@ -47,12 +47,10 @@ class Conn {
  public:
   // connect(): starts a non-blocking connect to `path`. Failures to reach
   // the peer are reported by FERRY_EV_CONNECTED, not here.
-  static Conn* NewOutbound(Context* ctx, const std::string& path,
-                           void* user_data);
+  static Conn* NewOutbound(Context* ctx, const std::string& path, void* user_data);
   // An accepted socket whose peer passed the SO_PEERCRED check.
   static Conn* NewInbound(Context* ctx, int fd, const ucred& cred,
-                          const std::string& listener_path,
-                          void* listener_user_data,
+                          const std::string& listener_path, void* listener_user_data,
                           std::shared_ptr<std::atomic<bool>> listener_open);
   ~Conn();
   Conn(const Conn&) = delete;
@@ -94,14 +92,16 @@ class Conn {
   // doorbells armed: the idle check before sleeping).
   bool HasWork();
   // In set-up (the context then watches its sockets on every progress()).
-  bool InSetup() const { return state_ == State::kConnecting || state_ == State::kHandshake; }
+  bool InSetup() const {
+    return state_ == State::kConnecting || state_ == State::kHandshake;
+  }
 
  private:
   enum class State {
-    kConnecting,   // socket connect pending (backlog full) or failing
-    kHandshake,    // HELLO/READY exchange
+    kConnecting,  // socket connect pending (backlog full) or failing
+    kHandshake,   // HELLO/READY exchange
     kEstablished,
-    kFailed,       // set-up failed: CONNECTED carried the error
+    kFailed,  // set-up failed: CONNECTED carried the error
   };
   enum class Rx { kIdle, kHeld, kPlacing, kSkipping };
 
@@ -155,14 +155,13 @@ class Conn {
   void ReleaseResources();
   void CloseSocket();
   Status RefuseIfUnusable() const;
-  void Emit(EventSink* sink, int32_t type, ferry_status_t status,
-            void* user_data) {
+  void Emit(EventSink* sink, int32_t type, ferry_status_t status, void* user_data) {
     sink->Emit(EventSink::Make(type, status, handle(), user_data,
                                user_data_.load(std::memory_order_relaxed)),
                &user_data_);
   }
-  void Emit(EventSink* sink, int32_t type, ferry_status_t status,
-            void* user_data, const std::string& message);
+  void Emit(EventSink* sink, int32_t type, ferry_status_t status, void* user_data,
+            const std::string& message);
 
   Context* const ctx_;
   const bool outbound_;
@@ -176,8 +175,8 @@ class Conn {
   void* connect_user_data_ = nullptr;
   void* listener_user_data_ = nullptr;
   std::shared_ptr<std::atomic<bool>> listener_open_;
-  Status pending_failure_;     // a connect error to report at progress()
-  bool reported_ = false;      // CONNECTED / ACCEPTED was emitted
+  Status pending_failure_;  // a connect error to report at progress()
+  bool reported_ = false;   // CONNECTED / ACCEPTED was emitted
   bool counted_in_setup_ = false;
   uint64_t deadline_ns_ = 0;
   int sock_ = -1;
@@ -186,8 +185,8 @@ class Conn {
   bool bell_registered_ = false;
   ucred peer_{};
   bool hello_sent_ = false, hello_received_ = false, ready_sent_ = false;
-  uint64_t probe_word_ = 0;    // read by the peer's CMA probe
-  std::string cma_note_;       // why CMA is off, for logs
+  uint64_t probe_word_ = 0;  // read by the peer's CMA probe
+  std::string cma_note_;     // why CMA is off, for logs
 
   // --- shared memory ------------------------------------------------------
   Segment tx_seg_;  // ours: we produce into its ring
@@ -195,13 +194,13 @@ class Conn {
   Doorbell bell_;
   RingWriter writer_;
   RingReader reader_;
-  bool cma_send_ = false;       // the peer reads our big segments with CMA
+  bool cma_send_ = false;  // the peer reads our big segments with CMA
   bool armed_ = false;
 
   // --- lifecycle ----------------------------------------------------------
-  bool closing_ = false;        // the host called close()
-  Status broken_;               // why the connection broke (code != OK)
-  bool peer_gone_ = false;      // EOF: receive what is complete, then stop
+  bool closing_ = false;           // the host called close()
+  Status broken_;                  // why the connection broke (code != OK)
+  bool peer_gone_ = false;         // EOF: receive what is complete, then stop
   bool arrivals_stopped_ = false;  // CONN_BROKEN emitted, no more arrivals
 
   // --- sending (send.cc) -----------------------------------------------
@@ -211,29 +210,29 @@ class Conn {
   // these was posted before every op in ops_ (send() takes the fast path
   // only while ops_ is empty), so reporting them first keeps posting order.
   Fifo<void*> written_sends_;
-  Fifo<SendOp*> ops_;           // posted, in order, until SEND_DONE
+  Fifo<SendOp*> ops_;  // posted, in order, until SEND_DONE
   std::vector<SendOp*> free_ops_;
-  size_t next_write_ = 0;       // ops_[next_write_] is the first not fully written
-  uint64_t blocked_len_ = 0;    // the record size that last found no room
+  size_t next_write_ = 0;     // ops_[next_write_] is the first not fully written
+  uint64_t blocked_len_ = 0;  // the record size that last found no room
   uint64_t msgs_written_ = 0;
-  uint64_t msgs_acked_ = 0;     // the peer's msgs_done, as last read
-  Status tx_error_;             // a corrupt ring found inside send()
+  uint64_t msgs_acked_ = 0;  // the peer's msgs_done, as last read
+  Status tx_error_;          // a corrupt ring found inside send()
 
   // --- receiving (receive.cc) ---------------------------------------------
   Rx rx_ = Rx::kIdle;
-  RecordView held_;             // the message record an arrival points into
+  RecordView held_;  // the message record an arrival points into
   uint64_t next_msg_id_ = 1;
   uint64_t held_id_ = 0;
   const uint8_t* held_header_ = nullptr;
   uint64_t held_header_len_ = 0;
   std::vector<ferry_arrival_segment_t> arrival_segs_;
   std::vector<InSegment> in_segs_;
-  uint32_t ring_seg_ = 0;       // the segment the next chunk belongs to
-  uint64_t ring_left_ = 0;      // ring-copied bytes still to consume
-  uint64_t cma_left_ = 0;       // CMA bytes still to read
+  uint32_t ring_seg_ = 0;   // the segment the next chunk belongs to
+  uint64_t ring_left_ = 0;  // ring-copied bytes still to consume
+  uint64_t cma_left_ = 0;   // CMA bytes still to read
   bool msg_has_cma_ = false;
   void* place_user_data_ = nullptr;
-  Status msg_status_;           // the placement's first error
+  Status msg_status_;  // the placement's first error
   uint64_t msgs_done_ = 0;
 };
 

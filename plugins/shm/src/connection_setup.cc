@@ -23,8 +23,7 @@ Conn* Conn::NewOutbound(Context* ctx, const std::string& path, void* user_data) 
 }
 
 Conn* Conn::NewInbound(Context* ctx, int fd, const ucred& cred,
-                       const std::string& listener_path,
-                       void* listener_user_data,
+                       const std::string& listener_path, void* listener_user_data,
                        std::shared_ptr<std::atomic<bool>> listener_open) {
   Conn* c = new Conn(ctx, /*outbound=*/false, listener_path);
   c->sock_ = fd;
@@ -141,8 +140,8 @@ Status Conn::SetupOnce(bool* finished) {
 }
 
 Status Conn::CreateOwnSide() {
-  Status st = tx_seg_.Create(config().ring_size,
-                             outbound_ ? kRoleConnector : kRoleAcceptor);
+  Status st =
+      tx_seg_.Create(config().ring_size, outbound_ ? kRoleConnector : kRoleAcceptor);
   if (!st.ok()) return st;
   writer_.Init(tx_seg_.ring(), tx_seg_.ring_size(), &tx_seg_.control()->consumer);
   st = bell_.Create();
@@ -228,9 +227,10 @@ void Conn::FailSetup(EventSink* sink, const Status& why) {
     Emit(sink, FERRY_EV_CONNECTED, why.code, connect_user_data_, why.message);
     FailSends(sink, why.code, why.message);
   } else {
-    FERRY_PLUGIN_LOG(why.code == FERRY_PERMISSION_DENIED ? FERRY_LOG_WARN : FERRY_LOG_INFO,
-                     "shm: dropped an incoming connection on %s: %s", path_.c_str(),
-                     why.message.c_str());
+    FERRY_PLUGIN_LOG(
+        why.code == FERRY_PERMISSION_DENIED ? FERRY_LOG_WARN : FERRY_LOG_INFO,
+        "shm: dropped an incoming connection on %s: %s", path_.c_str(),
+        why.message.c_str());
   }
 }
 

@@ -33,7 +33,8 @@ Status Context::Create(const ferry_init_args_t* args, std::unique_ptr<Context>* 
 
 Status Context::Init(const ferry_init_args_t* args) {
   const uint32_t flags =
-      args != nullptr && FERRY_FIELD_PRESENT(args, ferry_init_args_t, flags) ? args->flags : 0;
+      args != nullptr && FERRY_FIELD_PRESENT(args, ferry_init_args_t, flags) ? args->flags
+                                                                             : 0;
   Status st = LoadConfig(flags, &config_);
   if (!st.ok()) return st;
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -51,10 +52,11 @@ Status Context::Init(const ferry_init_args_t* args) {
       "%s",
       (unsigned long long)(config_.ring_size >> 10),
       config_.cma_send ? "cross-memory attach (ring copy when not permitted)"
-      : config_.cma    ? "ring copy (received by cross-memory attach when the peer sends so)"
-                       : "ring copy",
-      config_.busy_poll ? "busy-poll"
-                        : Format("adaptive (spin %u us, then sleep)", config_.spin_us).c_str());
+      : config_.cma ? "ring copy (received by cross-memory attach when the peer sends so)"
+                    : "ring copy",
+      config_.busy_poll
+          ? "busy-poll"
+          : Format("adaptive (spin %u us, then sleep)", config_.spin_us).c_str());
   return Status();
 }
 
@@ -75,7 +77,8 @@ Context::~Context() {
 void Context::Query(ferry_context_info_t* info) const {
   ferry_context_info_t mine;
   std::memset(&mine, 0, sizeof mine);
-  mine.struct_size = static_cast<uint32_t>(std::min<size_t>(info->struct_size, sizeof mine));
+  mine.struct_size =
+      static_cast<uint32_t>(std::min<size_t>(info->struct_size, sizeof mine));
   mine.max_header_size = config_.max_header_size;
   mine.caps = FERRY_CAP_DETECTS_PEER_DEATH | FERRY_CAP_ORDERED | FERRY_CAP_THREAD_SAFE |
               FERRY_CAP_WAKEUP_FD | (config_.busy_poll ? FERRY_CAP_BUSY_POLL : 0) |
@@ -96,11 +99,14 @@ void Context::Register(int fd, Pollable* p) {
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.ptr = p;
   if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "shm: epoll_ctl(ADD, %d): %s", fd, std::strerror(errno));
+    FERRY_PLUGIN_LOG(FERRY_LOG_ERROR, "shm: epoll_ctl(ADD, %d): %s", fd,
+                     std::strerror(errno));
   }
 }
 
-void Context::Unregister(int fd) { epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
+void Context::Unregister(int fd) {
+  epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+}
 
 // --- listeners and connections --------------------------------------------
 

@@ -34,8 +34,7 @@ class Conn;
 
 class Context {
  public:
-  static Status Create(const ferry_init_args_t* args,
-                       std::unique_ptr<Context>* out);
+  static Status Create(const ferry_init_args_t* args, std::unique_ptr<Context>* out);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

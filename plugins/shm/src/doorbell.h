@@ -28,8 +28,7 @@ class Doorbell {
   Status Create();
   // Takes the peer's eventfd after checking it is one. `own` and `peer` are
   // the OwnerLines of our segment and of the peer's.
-  Status Attach(int peer_fd, OwnerLine* own, OwnerLine* peer,
-                bool peer_may_sleep);
+  Status Attach(int peer_fd, OwnerLine* own, OwnerLine* peer, bool peer_may_sleep);
   void Close();
 
   int own_fd() const { return own_fd_; }
@@ -51,8 +50,7 @@ class Doorbell {
   void RingIfAsleep() {
     if (!peer_may_sleep_) return;
     FenceSeqCst();
-    if (LoadRelaxed(&peer_->sleeping) != 0 &&
-        ExchangeSeqCst(&peer_->sleeping, 0u) != 0) {
+    if (LoadRelaxed(&peer_->sleeping) != 0 && ExchangeSeqCst(&peer_->sleeping, 0u) != 0) {
       Ring();
     }
   }

@@ -11,8 +11,8 @@ namespace ferry_shm {
 namespace {
 
 struct ShmPlugin {
-  static constexpr ferry_plugin::PluginInfo kInfo = {"shm", "0.1.0", 1, FERRY_TRANSPORT_ABI_MINOR,
-                                                     FERRY_FEATURE_MULTI_CONTEXT};
+  static constexpr ferry_plugin::PluginInfo kInfo = {
+      "shm", "0.1.0", 1, FERRY_TRANSPORT_ABI_MINOR, FERRY_FEATURE_MULTI_CONTEXT};
   static constexpr auto init = host_calls::Init;
   static constexpr auto fini = host_calls::Fini;
   static constexpr auto query = host_calls::Query;

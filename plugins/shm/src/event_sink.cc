@@ -1,6 +1,5 @@
 #include "event_sink.h"
 
-
 namespace ferry_shm {
 
 void EventSink::BeginSlow() {

@@ -42,8 +42,7 @@ class EventSink {
   // backlog: the host sees the value current when the event is returned.
   // Inline: this is every message's path (SEND_DONE, ARRIVAL), and it costs
   // one copy of the event into the host's array.
-  void Emit(const ferry_event_t& ev,
-            const std::atomic<void*>* conn_user_data = nullptr) {
+  void Emit(const ferry_event_t& ev, const std::atomic<void*>* conn_user_data = nullptr) {
     if (count_ < max_ && backlog_.empty()) {
       Write(ev, nullptr);
     } else {
@@ -58,9 +57,8 @@ class EventSink {
   bool CancelUnseenConnected(ferry_conn_t* conn, const std::string& message);
 
   // The common fields filled in.
-  static ferry_event_t Make(int32_t type, ferry_status_t status,
-                            ferry_conn_t* conn, void* user_data,
-                            void* conn_user_data) {
+  static ferry_event_t Make(int32_t type, ferry_status_t status, ferry_conn_t* conn,
+                            void* user_data, void* conn_user_data) {
     ferry_event_t ev{};
     ev.struct_size = sizeof ev;
     ev.type = type;

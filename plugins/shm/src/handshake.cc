@@ -22,8 +22,7 @@ bool RingSizeOk(uint64_t v) {
 
 }  // namespace
 
-HandshakeMsg MakeHello(uint64_t ring_size, const uint64_t* probe,
-                       bool never_sleeps) {
+HandshakeMsg MakeHello(uint64_t ring_size, const uint64_t* probe, bool never_sleeps) {
   HandshakeMsg m = Base(kMsgHello);
   m.ring_size = ring_size;
   m.probe_address = reinterpret_cast<uintptr_t>(probe);
@@ -75,8 +74,7 @@ Status ParseHandshake(const void* buf, size_t len, uint32_t expected_type,
                  out->type, expected_type);
   }
   if (out->type == kMsgHello && !RingSizeOk(out->ring_size)) {
-    return Error(FERRY_DATA_LOSS,
-                 "shm: the peer announced an invalid ring of %llu bytes",
+    return Error(FERRY_DATA_LOSS, "shm: the peer announced an invalid ring of %llu bytes",
                  (unsigned long long)out->ring_size);
   }
   return Status();

@@ -37,11 +37,10 @@ struct HandshakeMsg {
   int32_t status;          // REFUSE: a ferry status code
   uint32_t cma_readable;   // READY: 1 = I can read your memory (CMA)
   uint32_t reserved;
-  char reason[192];        // REFUSE: NUL-terminated
+  char reason[192];  // REFUSE: NUL-terminated
 };
 
-HandshakeMsg MakeHello(uint64_t ring_size, const uint64_t* probe,
-                       bool never_sleeps);
+HandshakeMsg MakeHello(uint64_t ring_size, const uint64_t* probe, bool never_sleeps);
 HandshakeMsg MakeReady(bool cma_readable);
 HandshakeMsg MakeRefuse(const Status& why);
 

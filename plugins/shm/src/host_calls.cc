@@ -17,8 +17,12 @@
 namespace ferry_shm::host_calls {
 namespace {
 
-Context* Ctx(ferry_context_t* c) { return reinterpret_cast<Context*>(c); }
-Listener* Lis(ferry_listener_t* l) { return reinterpret_cast<Listener*>(l); }
+Context* Ctx(ferry_context_t* c) {
+  return reinterpret_cast<Context*>(c);
+}
+Listener* Lis(ferry_listener_t* l) {
+  return reinterpret_cast<Listener*>(l);
+}
 
 // Marks a host call inside a connection (see Conn::EnterCall).
 class InCall {
@@ -42,7 +46,9 @@ Status Init(const ferry_init_args_t* args, ferry_context_t** out) {
   return st;
 }
 
-void Fini(ferry_context_t* ctx) { delete Ctx(ctx); }
+void Fini(ferry_context_t* ctx) {
+  delete Ctx(ctx);
+}
 
 Status Query(ferry_context_t* ctx, ferry_context_info_t* info) {
   if (ctx == nullptr || info == nullptr) {
@@ -58,13 +64,14 @@ Status Progress(ferry_context_t* ctx, ferry_progress_args_t* args) {
   return st;
 }
 
-Status Listen(ferry_context_t* ctx, const ferry_listen_args_t* args, ferry_listener_t** out) {
+Status Listen(ferry_context_t* ctx, const ferry_listen_args_t* args,
+              ferry_listener_t** out) {
   if (args == nullptr || out == nullptr ||
       args->struct_size < FERRY_STRUCT_SIZE(ferry_listen_args_t, address)) {
     return Error(FERRY_INVALID_ARGUMENT, "shm: listen() args are missing");
   }
   void* ud = FERRY_FIELD_PRESENT(args, ferry_listen_args_t, user_data) ? args->user_data
-                                                                        : nullptr;
+                                                                       : nullptr;
   Listener* l = nullptr;
   Status st = Ctx(ctx)->Listen(args->address, ud, &l);
   if (st.ok()) *out = reinterpret_cast<ferry_listener_t*>(l);
@@ -88,13 +95,14 @@ void CloseListener(ferry_listener_t* listener) {
   l->owner->CloseListener(l);
 }
 
-Status Connect(ferry_context_t* ctx, const ferry_connect_args_t* args, ferry_conn_t** out) {
+Status Connect(ferry_context_t* ctx, const ferry_connect_args_t* args,
+               ferry_conn_t** out) {
   if (args == nullptr || out == nullptr ||
       args->struct_size < FERRY_STRUCT_SIZE(ferry_connect_args_t, address)) {
     return Error(FERRY_INVALID_ARGUMENT, "shm: connect() args are missing");
   }
   void* ud = FERRY_FIELD_PRESENT(args, ferry_connect_args_t, user_data) ? args->user_data
-                                                                         : nullptr;
+                                                                        : nullptr;
   Conn* c = nullptr;
   Status st = Ctx(ctx)->Connect(args->address, ud, &c);
   if (st.ok()) *out = c->handle();

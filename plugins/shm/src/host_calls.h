@@ -16,10 +16,12 @@ Status Init(const ferry_init_args_t* args, ferry_context_t** out);
 void Fini(ferry_context_t* ctx);
 Status Query(ferry_context_t* ctx, ferry_context_info_t* info);
 Status Progress(ferry_context_t* ctx, ferry_progress_args_t* args);
-Status Listen(ferry_context_t* ctx, const ferry_listen_args_t* args, ferry_listener_t** out);
+Status Listen(ferry_context_t* ctx, const ferry_listen_args_t* args,
+              ferry_listener_t** out);
 Status ListenerAddress(ferry_listener_t* listener, char* buf, uint64_t buf_len);
 void CloseListener(ferry_listener_t* listener);
-Status Connect(ferry_context_t* ctx, const ferry_connect_args_t* args, ferry_conn_t** out);
+Status Connect(ferry_context_t* ctx, const ferry_connect_args_t* args,
+               ferry_conn_t** out);
 void SetConnUserData(ferry_conn_t* conn, void* user_data);
 Status Send(ferry_conn_t* conn, const ferry_send_args_t* args);
 Status Place(ferry_conn_t* conn, const ferry_place_args_t* args);

@@ -81,7 +81,8 @@ bool Conn::ParseMessage(const RecordView& v, Status* st) {
   const Config& cfg = config();
   MsgBody mb;
   if (v.len < sizeof mb) {
-    *st = Corrupt("message record at byte %llu is only %llu bytes", reader_.tail(), v.len);
+    *st =
+        Corrupt("message record at byte %llu is only %llu bytes", reader_.tail(), v.len);
     return false;
   }
   std::memcpy(&mb, v.body, sizeof mb);
@@ -97,8 +98,8 @@ bool Conn::ParseMessage(const RecordView& v, Status* st) {
   const uint8_t* descs = v.body + sizeof mb;
   const uint8_t* cma = descs + uint64_t{n} * sizeof(SegmentDesc);
   const uint8_t* header = cma + uint64_t{mb.num_cma} * 8;
-  uint64_t need = sizeof mb + uint64_t{n} * sizeof(SegmentDesc) + uint64_t{mb.num_cma} * 8 +
-                  AlignUp(mb.header_len, 8);
+  uint64_t need = sizeof mb + uint64_t{n} * sizeof(SegmentDesc) +
+                  uint64_t{mb.num_cma} * 8 + AlignUp(mb.header_len, 8);
   if (need > v.len) {
     *st = Corrupt("message record of %llu bytes is too short for its %llu-byte layout",
                   v.len, need);
@@ -134,15 +135,17 @@ bool Conn::ParseMessage(const RecordView& v, Status* st) {
         break;
       case kSegRing:
         if (length == 0 || length > kSegLengthMask - ring_left_) {
-          *st = Corrupt("ring-copied segment %llu has an impossible length %llu", i, length);
+          *st = Corrupt("ring-copied segment %llu has an impossible length %llu", i,
+                        length);
           return false;
         }
         ring_left_ += length;
         break;
       case kSegCma:
         if (cma_seen == mb.num_cma) {
-          *st = Corrupt("message record has more CMA segments than its %llu addresses (%llu)",
-                        mb.num_cma, i);
+          *st = Corrupt(
+              "message record has more CMA segments than its %llu addresses (%llu)",
+              mb.num_cma, i);
           return false;
         }
         std::memcpy(&s.address, cma + uint64_t{cma_seen++} * 8, 8);
@@ -175,10 +178,12 @@ void Conn::EmitArrival(EventSink* sink) {
 }
 
 Status Conn::Place(const ferry_place_args_t* a) {
-  if (a == nullptr || a->struct_size < FERRY_STRUCT_SIZE(ferry_place_args_t, dest_stride)) {
+  if (a == nullptr ||
+      a->struct_size < FERRY_STRUCT_SIZE(ferry_place_args_t, dest_stride)) {
     return Error(FERRY_INVALID_ARGUMENT, "shm: place() args are missing or too small");
   }
-  void* user_data = FERRY_FIELD_PRESENT(a, ferry_place_args_t, user_data) ? a->user_data : nullptr;
+  void* user_data =
+      FERRY_FIELD_PRESENT(a, ferry_place_args_t, user_data) ? a->user_data : nullptr;
   std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_) {
     return Error(FERRY_FAILED_PRECONDITION, "shm: place() on a connection being closed");
@@ -210,7 +215,8 @@ Status Conn::Place(const ferry_place_args_t* a) {
                    (unsigned long long)d->capacity,
                    (unsigned long long)in_segs_[i].length);
     }
-    if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) && !HostDevice(d->device.type)) {
+    if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) &&
+        !HostDevice(d->device.type)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "shm: destination %u is device memory (type %d); shm places "
                    "into host memory only",
@@ -285,30 +291,30 @@ bool Conn::ContinueMessage(EventSink* sink, Status* st, bool* worked) {
       if (!peer_gone_) break;
       // The rest of the message will never come.
       if (msg_status_.ok()) {
-        msg_status_ = Status(FERRY_PEER_GONE,
-                             "shm: the peer went away in the middle of a message: " +
-                                 broken_.message);
+        msg_status_ = Status(
+            FERRY_PEER_GONE,
+            "shm: the peer went away in the middle of a message: " + broken_.message);
       }
       ring_left_ = 0;
       break;
     }
     ChunkBody cb;
     if (v.kind != kRecordChunk || v.len <= sizeof cb) {
-      *st = Corrupt("expected a chunk record at byte %llu, found kind %llu", reader_.tail(),
-                    v.kind);
+      *st = Corrupt("expected a chunk record at byte %llu, found kind %llu",
+                    reader_.tail(), v.kind);
       return false;
     }
     std::memcpy(&cb, v.body, sizeof cb);
     const uint64_t len = v.len - sizeof cb;
     InSegment& s = in_segs_[ring_seg_];
     if (cb.segment != ring_seg_ || cb.offset != s.done || len > s.length - s.done) {
-      *st = Status(FERRY_DATA_LOSS,
-                   Format("shm: corrupt ring: chunk of %llu bytes for segment %u at "
-                          "offset %llu does not continue segment %u (%llu of %llu "
-                          "bytes received)",
-                          (unsigned long long)len, cb.segment,
-                          (unsigned long long)cb.offset, ring_seg_,
-                          (unsigned long long)s.done, (unsigned long long)s.length));
+      *st = Status(
+          FERRY_DATA_LOSS,
+          Format("shm: corrupt ring: chunk of %llu bytes for segment %u at "
+                 "offset %llu does not continue segment %u (%llu of %llu "
+                 "bytes received)",
+                 (unsigned long long)len, cb.segment, (unsigned long long)cb.offset,
+                 ring_seg_, (unsigned long long)s.done, (unsigned long long)s.length));
       return false;
     }
     if (s.dest != nullptr && msg_status_.ok()) {

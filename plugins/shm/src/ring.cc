@@ -59,7 +59,8 @@ bool RingWriter::WrapEarly(uint64_t span, uint64_t to_end) {
   next_wrap_check_ = head_ + kHotBytes;
   if (tail_cache_ != head_) {
     const uint64_t tail = LoadAcquire(&consumer_->tail);
-    if (tail != head_) return false;  // records in flight (a bad value is Free's to report)
+    if (tail != head_)
+      return false;  // records in flight (a bad value is Free's to report)
     tail_cache_ = tail;
   }
   // Drained, so Free(to_end + span + kRecordAlign) reduces to this: the
@@ -97,8 +98,7 @@ bool RingWriter::HasRoom(uint64_t body_len, Status* st) {
 
 // --- reader ----------------------------------------------------------------
 
-void RingReader::Init(const uint8_t* ring, uint64_t size,
-                      ConsumerLine* consumer) {
+void RingReader::Init(const uint8_t* ring, uint64_t size, ConsumerLine* consumer) {
   ring_ = ring;
   size_ = size;
   mask_ = size - 1;

@@ -65,9 +65,9 @@ class RingWriter {
 // A validated record at the reader's tail.
 struct RecordView {
   uint16_t kind = 0;
-  uint32_t len = 0;             // body bytes
+  uint32_t len = 0;  // body bytes
   const uint8_t* body = nullptr;
-  uint64_t span = 0;            // ring bytes it occupies
+  uint64_t span = 0;  // ring bytes it occupies
 };
 
 class RingReader {
@@ -82,9 +82,7 @@ class RingReader {
   // Consumes the record Peek() returned and publishes the new tail.
   void Consume(const RecordView& view);
   // A record (maybe a pad) is published at the tail.
-  bool HasRecord() const {
-    return LoadSeq(tail_) == tail_;
-  }
+  bool HasRecord() const { return LoadSeq(tail_) == tail_; }
   uint64_t tail() const { return tail_; }
 
  private:

@@ -50,8 +50,7 @@ Status Segment::Create(uint64_t ring_size, uint32_t role) {
     int e = errno;
     close(fd);
     return ErrnoError(FERRY_RESOURCE_EXHAUSTED, e,
-                      Format("shm: sizing a %llu-byte segment",
-                             (unsigned long long)len));
+                      Format("shm: sizing a %llu-byte segment", (unsigned long long)len));
   }
   if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     int e = errno;
@@ -100,8 +99,7 @@ Status Segment::MapPeer(int fd, uint64_t ring_size) {
   }
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
-    return ErrnoError(FERRY_RESOURCE_EXHAUSTED, errno,
-                      "shm: mapping the peer's segment");
+    return ErrnoError(FERRY_RESOURCE_EXHAUSTED, errno, "shm: mapping the peer's segment");
   }
   base_ = static_cast<uint8_t*>(p);
   map_len_ = len;
@@ -114,8 +112,7 @@ Status Segment::MapPeer(int fd, uint64_t ring_size) {
                  "shm: the peer's segment header does not match its handshake "
                  "(magic %llx, version %u, ring %llu bytes at %llu)",
                  (unsigned long long)h->magic, h->wire_version,
-                 (unsigned long long)h->ring_size,
-                 (unsigned long long)h->ring_offset);
+                 (unsigned long long)h->ring_size, (unsigned long long)h->ring_offset);
   }
   return Status();
 }

@@ -66,8 +66,8 @@ uint64_t MessageBodySize(uint32_t num_segments, uint32_t num_cma, uint64_t heade
 // Writes a message record's body at `p`: segment `i` is segment_at(i), an
 // OutSegment with its mode chosen.
 template <typename SegmentAt>
-void EncodeMessageBody(uint8_t* p, const uint8_t* header, uint64_t header_len,
-                       uint32_t n, uint32_t num_cma, SegmentAt segment_at) {
+void EncodeMessageBody(uint8_t* p, const uint8_t* header, uint64_t header_len, uint32_t n,
+                       uint32_t num_cma, SegmentAt segment_at) {
   const MsgBody mb{static_cast<uint32_t>(header_len), static_cast<uint16_t>(n),
                    static_cast<uint16_t>(num_cma)};
   std::memcpy(p, &mb, sizeof mb);
@@ -98,7 +98,8 @@ void EncodeMessageBody(uint8_t* p, const uint8_t* header, uint64_t header_len,
 
 Status Conn::Send(const ferry_send_args_t* a) {
   const Config& cfg = config();
-  if (a == nullptr || a->struct_size < FERRY_STRUCT_SIZE(ferry_send_args_t, segment_stride)) {
+  if (a == nullptr ||
+      a->struct_size < FERRY_STRUCT_SIZE(ferry_send_args_t, segment_stride)) {
     return Error(FERRY_INVALID_ARGUMENT, "shm: send() args are missing or too small");
   }
   if (a->header_len > cfg.max_header_size) {
@@ -111,9 +112,8 @@ Status Conn::Send(const ferry_send_args_t* a) {
                  (unsigned long long)a->header_len);
   }
   if (a->num_segments > cfg.max_segments) {
-    return Error(FERRY_RESOURCE_EXHAUSTED,
-                 "shm: %u segments exceed max_segments (%u)", a->num_segments,
-                 cfg.max_segments);
+    return Error(FERRY_RESOURCE_EXHAUSTED, "shm: %u segments exceed max_segments (%u)",
+                 a->num_segments, cfg.max_segments);
   }
   if (a->num_segments > 0 &&
       (a->segments == nullptr ||
@@ -142,7 +142,8 @@ Status Conn::Send(const ferry_send_args_t* a) {
       return Error(FERRY_INVALID_ARGUMENT, "shm: segment %u has %llu bytes at NULL", i,
                    (unsigned long long)s->length);
     }
-    const int32_t dev = FERRY_FIELD_PRESENT(s, ferry_segment_t, device) ? s->device.type : 0;
+    const int32_t dev =
+        FERRY_FIELD_PRESENT(s, ferry_segment_t, device) ? s->device.type : 0;
     if (!HostDevice(dev)) {
       return Error(FERRY_INVALID_ARGUMENT,
                    "shm: segment %u is in device memory (DLPack device type %d); "
@@ -151,7 +152,8 @@ Status Conn::Send(const ferry_send_args_t* a) {
     }
     all_inline = all_inline && inline_budget.Take(cfg, s->length);
   }
-  void* user_data = FERRY_FIELD_PRESENT(a, ferry_send_args_t, user_data) ? a->user_data : nullptr;
+  void* user_data =
+      FERRY_FIELD_PRESENT(a, ferry_send_args_t, user_data) ? a->user_data : nullptr;
 
   std::lock_guard<ferry_plugin::Mutex> lock(mu_);
   if (closing_ || state_ == State::kFailed || !broken_.ok()) return RefuseIfUnusable();
@@ -191,7 +193,8 @@ Status Conn::Send(const ferry_send_args_t* a) {
 // the host's arguments (no SendOp).
 bool Conn::WriteInlineMessage(const ferry_send_args_t* a, uint64_t inline_padded) {
   const uint32_t n = a->num_segments;
-  uint8_t* p = writer_.Reserve(MessageBodySize(n, 0, a->header_len, inline_padded), &tx_error_);
+  uint8_t* p =
+      writer_.Reserve(MessageBodySize(n, 0, a->header_len, inline_padded), &tx_error_);
   if (p == nullptr) return false;  // no room (or a corrupt ring): the slow path
   EncodeMessageBody(p, static_cast<const uint8_t*>(a->header), a->header_len, n, 0,
                     [a](uint32_t i) { return HostSegment(a, i, kSegInline); });

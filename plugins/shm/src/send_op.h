@@ -14,7 +14,7 @@ struct OutSegment {
   const uint8_t* data = nullptr;  // borrowed from the host until SEND_DONE
   uint64_t length = 0;
   ferry_device_t device{};
-  uint32_t mode = 0;              // kSeg*, chosen when the record is written
+  uint32_t mode = 0;  // kSeg*, chosen when the record is written
 };
 
 struct SendOp {
@@ -31,7 +31,7 @@ struct SendOp {
   // Ring-copied segments: the next byte to stream.
   uint32_t stream_seg = 0;
   uint64_t stream_off = 0;
-  bool streamed = false;        // every ring-copied byte is in the ring
+  bool streamed = false;  // every ring-copied byte is in the ring
 
   void Reset() {
     user_data = nullptr;

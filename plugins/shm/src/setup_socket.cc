@@ -85,13 +85,11 @@ Status CheckPrivate(const std::string& dir) {
 Status ConnectError(int err, const std::string& path) {
   switch (err) {
     case ENOENT:
-      return Error(FERRY_UNAVAILABLE,
-                   "shm: nothing listens at %s (no such socket file)",
+      return Error(FERRY_UNAVAILABLE, "shm: nothing listens at %s (no such socket file)",
                    path.c_str());
     case ECONNREFUSED:
       return Error(FERRY_UNAVAILABLE,
-                   "shm: connection refused at %s (its listener is gone)",
-                   path.c_str());
+                   "shm: connection refused at %s (its listener is gone)", path.c_str());
     case EACCES:
     case EPERM:
       return Error(FERRY_PERMISSION_DENIED,
@@ -110,8 +108,8 @@ Status PrivateSocketDir(const std::string& configured, std::string* dir) {
   if (d.empty()) {
     const char* xdg = std::getenv("XDG_RUNTIME_DIR");
     struct stat st {};
-    if (xdg != nullptr && xdg[0] == '/' && stat(xdg, &st) == 0 &&
-        S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
+    if (xdg != nullptr && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == geteuid()) {
       d = std::string(xdg) + "/ferry-shm";
     } else {
       d = "/tmp/ferry-shm-" + std::to_string(geteuid());
@@ -170,8 +168,7 @@ Status CheckSocketPath(const std::string& path) {
                  path.c_str());
   }
   if (!FillAddress(path, &addr)) {
-    return Error(FERRY_INVALID_ARGUMENT,
-                 "shm: socket path '%s' is longer than %zu bytes",
+    return Error(FERRY_INVALID_ARGUMENT, "shm: socket path '%s' is longer than %zu bytes",
                  path.c_str(), sizeof addr.sun_path - 1);
   }
   return Status();
@@ -196,8 +193,8 @@ Status ListenAt(const std::string& path, int* out) {
       return Error(FERRY_ALREADY_EXISTS, "shm: %s is in use by a live listener",
                    path.c_str());
     }
-    return ErrnoError(e == EACCES ? FERRY_PERMISSION_DENIED : FERRY_UNAVAILABLE,
-                      e, "shm: bind " + path);
+    return ErrnoError(e == EACCES ? FERRY_PERMISSION_DENIED : FERRY_UNAVAILABLE, e,
+                      "shm: bind " + path);
   }
   // The directory already keeps others out; 0600 says so on the file too.
   if (chmod(path.c_str(), 0600) != 0 || listen(fd, 128) != 0) {
@@ -240,8 +237,8 @@ Status RetryConnect(int fd, const std::string& path, bool* pending) {
   return ConnectError(errno, path);
 }
 
-Status SendWithFds(int fd, const void* buf, size_t len, const int* fds,
-                   int nfds, bool* again) {
+Status SendWithFds(int fd, const void* buf, size_t len, const int* fds, int nfds,
+                   bool* again) {
   iovec iov{const_cast<void*>(buf), len};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -269,8 +266,8 @@ Status SendWithFds(int fd, const void* buf, size_t len, const int* fds,
   return ErrnoError(FERRY_UNAVAILABLE, errno, "shm: sendmsg on the set-up socket");
 }
 
-Status RecvWithFds(int fd, void* buf, size_t cap, size_t* len, int* fds,
-                   int max_fds, int* nfds, RecvResult* result) {
+Status RecvWithFds(int fd, void* buf, size_t cap, size_t* len, int* fds, int max_fds,
+                   int* nfds, RecvResult* result) {
   iovec iov{buf, cap};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -338,7 +335,8 @@ Status PeerCredentials(int fd, ucred* out) {
 
 bool SocketHungUp(int fd) {
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  return poll(&p, 1, 0) > 0 &&
+         (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace ferry_shm

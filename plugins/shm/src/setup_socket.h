@@ -45,14 +45,14 @@ Status StartConnect(const std::string& path, int* fd, bool* pending);
 Status RetryConnect(int fd, const std::string& path, bool* pending);
 
 // Sends one message with up to 2 fds. *again: the socket buffer is full.
-Status SendWithFds(int fd, const void* buf, size_t len, const int* fds,
-                   int nfds, bool* again);
+Status SendWithFds(int fd, const void* buf, size_t len, const int* fds, int nfds,
+                   bool* again);
 
 enum class RecvResult { kMessage, kWouldBlock, kEof };
 // Receives one message and the fds that came with it (close-on-exec).
 // Messages longer than `cap` or carrying more than `max_fds` fds are errors.
-Status RecvWithFds(int fd, void* buf, size_t cap, size_t* len, int* fds,
-                   int max_fds, int* nfds, RecvResult* result);
+Status RecvWithFds(int fd, void* buf, size_t cap, size_t* len, int* fds, int max_fds,
+                   int* nfds, RecvResult* result);
 
 // The peer's pid/uid/gid as the kernel recorded them at connect().
 Status PeerCredentials(int fd, ucred* out);

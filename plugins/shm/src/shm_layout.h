@@ -46,14 +46,14 @@ constexpr uint32_t kRoleConnector = 1;  // created by the side that connected
 constexpr uint32_t kRoleAcceptor = 2;   // created by the side that accepted
 
 struct alignas(64) SegmentHeader {
-  uint64_t magic;          // kSegmentMagic
-  uint32_t wire_version;   // kWireVersion
-  uint32_t role;           // kRoleConnector / kRoleAcceptor
-  uint64_t ring_offset;    // kRingOffset
+  uint64_t magic;         // kSegmentMagic
+  uint32_t wire_version;  // kWireVersion
+  uint32_t role;          // kRoleConnector / kRoleAcceptor
+  uint64_t ring_offset;   // kRingOffset
   uint64_t ring_size;
-  int32_t creator_pid;     // informational (tests, debugging)
+  int32_t creator_pid;  // informational (tests, debugging)
   uint32_t reserved;
-  uint64_t nonce;          // random, per segment
+  uint64_t nonce;  // random, per segment
 };
 
 struct alignas(64) OwnerLine {
@@ -127,7 +127,7 @@ static_assert(sizeof(SegmentDesc) == 16, "wire size");
 struct ChunkBody {
   uint32_t segment;  // index of the segment in its message
   uint32_t reserved;
-  uint64_t offset;   // of these bytes within the segment
+  uint64_t offset;  // of these bytes within the segment
 };
 static_assert(sizeof(ChunkBody) == 16, "wire size");
 

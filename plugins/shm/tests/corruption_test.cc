@@ -25,7 +25,8 @@ class CorruptionTest : public ShmTest {
     h->flags = 0;
     if (body_len) std::memcpy(h + 1, body, body_len);
     const uint64_t next = pos + RecordSpan(body_len);
-    reinterpret_cast<RecordHeader*>(ring + (next & (s->header.ring_size - 1)))->seq = kNoRecord;
+    reinterpret_cast<RecordHeader*>(ring + (next & (s->header.ring_size - 1)))->seq =
+        kNoRecord;
     __atomic_store_n(&h->seq, pos, __ATOMIC_RELEASE);
     return next;
   }
@@ -48,7 +49,7 @@ class CorruptionTest : public ShmTest {
 struct Case {
   const char* name;
   uint16_t kind;
-  uint32_t claimed_len;  // 0: the body's real length
+  uint32_t claimed_len;         // 0: the body's real length
   std::vector<uint64_t> words;  // the body, as 64-bit words
   const char* expect;
 };
@@ -60,9 +61,12 @@ TEST_F(CorruptionTest, BadRecordsBreakWithDataLoss) {
       {"length past the ring's end", kRecordMsg, 1u << 30, {}, "remain before the end"},
       {"unknown kind", 9, 0, {0}, "unknown kind"},
       {"too many segments", kRecordMsg, 0, {uint64_t{1000} << 32}, "segments"},
-      {"inline bytes past the record", kRecordMsg, 0,
+      {"inline bytes past the record",
+       kRecordMsg,
+       0,
        // MsgBody{0-byte header, 1 segment}, SegmentDesc{4096 inline bytes, cpu}
-       {uint64_t{1} << 32, inline_4k, 1}, "overruns"},
+       {uint64_t{1} << 32, inline_4k, 1},
+       "overruns"},
       {"chunk outside a message", kRecordChunk, 0, {0, 0, 0}, "does not belong"},
       {"record shorter than its layout", kRecordMsg, 0, {uint64_t{4} << 32}, "too short"},
   };
@@ -73,8 +77,9 @@ TEST_F(CorruptionTest, BadRecordsBreakWithDataLoss) {
     SegmentControl* s = ConnectorSegment();
     ASSERT_NE(s, nullptr) << "cannot find the connector's segment in /proc/self/maps";
     const size_t body = c.words.size() * 8;
-    Inject(s, s->consumer.tail, c.kind, c.claimed_len ? c.claimed_len : static_cast<uint32_t>(body),
-           c.words.data(), body);
+    Inject(s, s->consumer.tail, c.kind,
+           c.claimed_len ? c.claimed_len : static_cast<uint32_t>(body), c.words.data(),
+           body);
     ExpectDataLoss(&p, c.expect);
     ClosePair(&p);
   }
@@ -86,7 +91,8 @@ TEST_F(CorruptionTest, ChunkThatDoesNotContinueItsSegment) {
   SegmentControl* s = ConnectorSegment();
   ASSERT_NE(s, nullptr);
   // A message with one 100-byte ring-copied segment...
-  const uint64_t msg[] = {uint64_t{1} << 32, 100 | (uint64_t{kSegRing} << kSegModeShift), 1};
+  const uint64_t msg[] = {uint64_t{1} << 32, 100 | (uint64_t{kSegRing} << kSegModeShift),
+                          1};
   uint64_t pos = Inject(s, s->consumer.tail, kRecordMsg, sizeof msg, msg, sizeof msg);
   Event arrival;
   ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()},

@@ -181,7 +181,8 @@ TEST_F(DataPathTest, BusyPollContextsRingCopyUnlessCmaIsForced) {
   SetParam("cma", "1");
   Pair forced;
   ASSERT_TRUE(MakePair(&forced, FERRY_INIT_BUSY_POLL));
-  EXPECT_NE(PeerAddress(forced.a.get(), forced.client).find("data=cma"), std::string::npos)
+  EXPECT_NE(PeerAddress(forced.a.get(), forced.client).find("data=cma"),
+            std::string::npos)
       << "cma=1 must send by CMA in busy-poll mode too: "
       << PeerAddress(forced.a.get(), forced.client);
   ClosePair(&forced);
@@ -259,7 +260,8 @@ TEST_F(DataPathTest, DrainedTrafficStaysOnTheRingsFirstPages) {
   }
   receive_in_order(kPingPong, kBurst);
   if (HasFatalFailure()) return;
-  EXPECT_GT(resident_from(64u << 10), 0) << "a burst of 128 KiB of records must reach further";
+  EXPECT_GT(resident_from(64u << 10), 0)
+      << "a burst of 128 KiB of records must reach further";
   ClosePair(&p);
 }
 
@@ -284,10 +286,13 @@ TEST_F(DataPathTest, HugePayloadThroughASmallRing) {
   ASSERT_EQ(arrival.segments.size(), 2u);
   ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data(), in.data() + first}, nullptr).ok());
   Event placed, done;
-  ASSERT_TRUE(PumpUntil({p.a.get(), p.b.get()}, [&] {
-    return (placed.type || p.b->TryTake(FERRY_EV_PLACE_DONE, &placed)) &&
-           (done.type || p.a->TryTake(FERRY_EV_SEND_DONE, &done));
-  }, 60000));
+  ASSERT_TRUE(PumpUntil(
+      {p.a.get(), p.b.get()},
+      [&] {
+        return (placed.type || p.b->TryTake(FERRY_EV_PLACE_DONE, &placed)) &&
+               (done.type || p.a->TryTake(FERRY_EV_SEND_DONE, &done));
+      },
+      60000));
   EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
   EXPECT_EQ(done.status, FERRY_OK) << done.message;
   EXPECT_EQ(PatternMismatch(in.data(), n, 3), -1);
@@ -311,7 +316,8 @@ TEST_F(DataPathTest, CrossProcessEchoOverCmaAndRing) {
                           {std::string("FERRY_SHM_CMA=") + cma, "FERRY_SHM_CMA_MAX=0"});
     ASSERT_EQ(WaitLine(peer.get(), {ep.get()}), "connected");
     Event acc;
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &acc); }));
+    ASSERT_TRUE(
+        PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &acc); }));
     const std::string want = std::string("data=") + (cma[0] == '1' ? "cma" : "ring");
     EXPECT_NE(PeerAddress(ep.get(), acc.conn).find(want), std::string::npos)
         << PeerAddress(ep.get(), acc.conn);
@@ -325,13 +331,15 @@ TEST_F(DataPathTest, CrossProcessEchoOverCmaAndRing) {
              ep->TryTake(FERRY_EV_ARRIVAL, &arrival);
     }));
     ASSERT_TRUE(ep->PlaceAll(arrival, {in.data()}, nullptr).ok());
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_PLACE_DONE, &placed); }));
+    ASSERT_TRUE(
+        PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_PLACE_DONE, &placed); }));
     EXPECT_EQ(placed.status, FERRY_OK) << placed.message;
     EXPECT_EQ(PatternMismatch(in.data(), n, 4), -1);
     ep->t().Close(acc.conn);
     ep->t().CloseListener(l);
     Event closed;
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CLOSED, &closed); }));
+    ASSERT_TRUE(
+        PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CLOSED, &closed); }));
     EXPECT_EQ(peer->Wait(), 0) << "the echo peer exits once we close";
   }
 }

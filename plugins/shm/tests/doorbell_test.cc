@@ -69,7 +69,8 @@ TEST_F(DoorbellTest, SleepingSenderWakesWhenThePeerFreesRingSpace) {
   FillPattern(big.data(), big.size(), 9);
   ASSERT_TRUE(p.a->Send(p.client, "big", {{big.data(), big.size()}}).ok());
   Event arrival;
-  ASSERT_TRUE(PumpUntil({p.b.get()}, [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_TRUE(
+      PumpUntil({p.b.get()}, [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
   ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
   // a is stuck on a full ring; let it go to sleep.
   ASSERT_TRUE(PumpUntil({p.a.get()}, [&] { return !Readable(p.a->wakeup_fd(), 0); }));
@@ -102,7 +103,8 @@ TEST_F(DoorbellTest, SleepingSenderWakesWhenThePeerFreesAnEarlyWrapsPad) {
   // Small messages one at a time until a's ring position is past 16 KiB,
   // every one consumed: the next record goes to offset 0 behind a pad.
   const char small[64] = "small";
-  for (int i = 0; (__atomic_load_n(&seg->consumer.tail, __ATOMIC_ACQUIRE) & mask) < (16u << 10);
+  for (int i = 0;
+       (__atomic_load_n(&seg->consumer.tail, __ATOMIC_ACQUIRE) & mask) < (16u << 10);
        ++i) {
     ASSERT_LT(i, 1000) << "the ring position never passed 16 KiB";
     ASSERT_TRUE(p.a->Send(p.client, "s", {{small, sizeof small}}).ok());
@@ -117,7 +119,8 @@ TEST_F(DoorbellTest, SleepingSenderWakesWhenThePeerFreesAnEarlyWrapsPad) {
   // a wrote the record and waits for room for the first chunk: let it sleep.
   ASSERT_TRUE(PumpUntil({p.a.get()}, [&] { return !Readable(p.a->wakeup_fd(), 0); }));
   Event arrival;
-  ASSERT_TRUE(PumpUntil({p.b.get()}, [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_TRUE(
+      PumpUntil({p.b.get()}, [&] { return p.b->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
   ASSERT_TRUE(p.b->PlaceAll(arrival, {in.data()}, nullptr).ok());
   p.b->PollOnce();  // no chunk yet: a has been waiting for the space just freed
   EXPECT_TRUE(Readable(p.a->wakeup_fd(), 10000))

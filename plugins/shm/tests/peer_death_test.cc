@@ -20,15 +20,16 @@ TEST_F(PeerDeathTest, SigkillMidMessageFailsEverythingAndLeavesNothing) {
   {
     auto ep = Endpoint::Open();
     ASSERT_NE(ep, nullptr);
-    auto peer = SpawnPeer({"listen-send-big", std::to_string(64u << 20)},
-                          {"FERRY_SHM_CMA=0"});
+    auto peer =
+        SpawnPeer({"listen-send-big", std::to_string(64u << 20)}, {"FERRY_SHM_CMA=0"});
     const std::string line = peer->ReadLine();
     ASSERT_EQ(line.rfind("listening ", 0), 0u) << line;
     const std::string addr = line.substr(10);
     ferry_conn_t* conn = ep->Connect(addr);
     ASSERT_NE(conn, nullptr);
     Event ev;
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CONNECTED, &ev); }));
+    ASSERT_TRUE(
+        PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CONNECTED, &ev); }));
     ASSERT_EQ(ev.status, FERRY_OK) << ev.message;
     ASSERT_EQ(WaitLine(peer.get(), {ep.get()}), "accepted");
     // Generous: filling 64 MiB takes a while under sanitizers.
@@ -36,7 +37,8 @@ TEST_F(PeerDeathTest, SigkillMidMessageFailsEverythingAndLeavesNothing) {
     std::vector<unsigned char> mine(16u << 20, 1);
     ASSERT_TRUE(ep->Send(conn, "stuck", {{mine.data(), mine.size()}}, &mine).ok());
     Event arrival;
-    ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
+    ASSERT_TRUE(
+        PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
     std::vector<unsigned char> in(64u << 20);
     ASSERT_TRUE(ep->PlaceAll(arrival, {in.data()}, &in).ok());
     // Some chunks land, but never the whole message: one progress() moves at
@@ -52,7 +54,8 @@ TEST_F(PeerDeathTest, SigkillMidMessageFailsEverythingAndLeavesNothing) {
              (sent.type || ep->TryTake(FERRY_EV_SEND_DONE, &sent)) &&
              (broken.type || ep->TryTake(FERRY_EV_CONN_BROKEN, &broken));
     })) << "pending operations did not end after the peer was killed";
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
     EXPECT_LT(ms.count(), 5000);
     EXPECT_EQ(placed.status, FERRY_PEER_GONE) << placed.message;
     EXPECT_EQ(sent.status, FERRY_PEER_GONE) << sent.message;
@@ -87,9 +90,11 @@ TEST_F(PeerDeathTest, SigkilledConnectorBreaksTheListenerSide) {
   auto peer = SpawnPeer({"send-big", addr, std::to_string(64u << 20)},
                         {"FERRY_SHM_CMA_MAX=0"});  // by CMA: its bytes die with it
   Event acc, arrival, broken;
-  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &acc); }));
+  ASSERT_TRUE(
+      PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &acc); }));
   ASSERT_EQ(WaitLine(peer.get(), {ep.get()}, 60000), "posted");
-  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
+  ASSERT_TRUE(
+      PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ARRIVAL, &arrival); }));
   peer->Kill();
   // With CMA the bytes live in the dead process: placing fails.
   std::vector<unsigned char> in(64u << 20);
@@ -105,7 +110,8 @@ TEST_F(PeerDeathTest, SigkilledConnectorBreaksTheListenerSide) {
   ep->t().Close(acc.conn);
   ep->t().CloseListener(l);
   Event closed;
-  ASSERT_TRUE(PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CLOSED, &closed); }));
+  ASSERT_TRUE(
+      PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_CLOSED, &closed); }));
   EXPECT_TRUE(ListDir(socket_dir_).empty());
 }
 

@@ -31,24 +31,29 @@ struct Ring {
 };
 
 struct Region {
-  Word gen;        // parent bumps it to start a series
-  Word mode;       // 1 slot, 2 ring, 3 stop
+  Word gen;   // parent bumps it to start a series
+  Word mode;  // 1 slot, 2 ring, 3 stop
   Word size;
   Word iters;
-  Word base;       // sequence numbers of this series start after it
+  Word base;         // sequence numbers of this series start after it
   Word iters_total;  // parent only: the previous series' length
-  Word done_gen;   // child: last series finished
-  Slot up, down;   // parent -> child, child -> parent
+  Word done_gen;     // child: last series finished
+  Slot up, down;     // parent -> child, child -> parent
   Ring rup, rdown;
 };
 
-uint64_t Load(const Word& w) { return __atomic_load_n(&w.v, __ATOMIC_ACQUIRE); }
-void Store(Word& w, uint64_t v) { __atomic_store_n(&w.v, v, __ATOMIC_RELEASE); }
+uint64_t Load(const Word& w) {
+  return __atomic_load_n(&w.v, __ATOMIC_ACQUIRE);
+}
+void Store(Word& w, uint64_t v) {
+  __atomic_store_n(&w.v, v, __ATOMIC_RELEASE);
+}
 
 uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<uint64_t>(ts.tv_nsec);
 }
 
 void RingWrite(Ring& r, const unsigned char* src, uint64_t n) {
@@ -84,7 +89,9 @@ void RingRead(Ring& r, unsigned char* dst, uint64_t n) {
 
 }  // namespace
 
-size_t RawRegionSize() { return sizeof(Region); }
+size_t RawRegionSize() {
+  return sizeof(Region);
+}
 
 void RawServe(void* region) {
   Region& r = *static_cast<Region*>(region);

@@ -64,7 +64,8 @@ TEST_F(SecurityTest, AnotherUidIsRefused) {
   EXPECT_NE(line.find("uid"), std::string::npos) << line;
   for (int i = 0; i < 100; ++i) ep->PollOnce();
   Event ev;
-  EXPECT_FALSE(ep->TryTake(FERRY_EV_ACCEPTED, &ev)) << "another uid's connection was accepted";
+  EXPECT_FALSE(ep->TryTake(FERRY_EV_ACCEPTED, &ev))
+      << "another uid's connection was accepted";
   EXPECT_EQ(peer->Wait(), 0);
   ep->t().CloseListener(l);
 }

@@ -65,10 +65,12 @@ void ShmTest::ClosePair(Pair* p) {
   p->client = p->server = nullptr;
 }
 
-std::string ShmTest::WaitLine(Child* peer, std::initializer_list<ferry::testkit::Endpoint*> eps,
+std::string ShmTest::WaitLine(Child* peer,
+                              std::initializer_list<ferry::testkit::Endpoint*> eps,
                               int timeout_ms) {
   std::string line;
-  PumpUntil(eps, [&] { return !(line = peer->ReadLine(0)).empty(); }, timeout_ms);
+  PumpUntil(
+      eps, [&] { return !(line = peer->ReadLine(0)).empty(); }, timeout_ms);
   return line;
 }
 

@@ -33,7 +33,7 @@ struct Options {
   std::vector<uint64_t> sizes = {64, 4096, 65536, 1u << 20, 64u << 20};
   int iters = 0;  // 0: by size
   int cpu_a = 0, cpu_b = 1;
-  int cma = -1;   // -1: plugin default
+  int cma = -1;  // -1: plugin default
   bool raw = true;
 };
 
@@ -67,7 +67,10 @@ bool g_via_core = false;
 class Side {
  public:
   Side(Endpoint* ep, bool busy)
-      : ep_(ep), t_(&ep->t()), vt_(ep->t().plugin().vtable()), ctx_(ep->t().context()),
+      : ep_(ep),
+        t_(&ep->t()),
+        vt_(ep->t().plugin().vtable()),
+        ctx_(ep->t().context()),
         busy_(busy) {}
 
   bool Poll() {
@@ -86,8 +89,14 @@ class Side {
     for (uint32_t i = 0; i < n; ++i) {
       const ferry_event_t& e = ev_[i];
       switch (e.type) {
-        case FERRY_EV_SEND_DONE: ++sends_done_; ok_ &= e.status == FERRY_OK; break;
-        case FERRY_EV_PLACE_DONE: ++places_done_; ok_ &= e.status == FERRY_OK; break;
+        case FERRY_EV_SEND_DONE:
+          ++sends_done_;
+          ok_ &= e.status == FERRY_OK;
+          break;
+        case FERRY_EV_PLACE_DONE:
+          ++places_done_;
+          ok_ &= e.status == FERRY_OK;
+          break;
         case FERRY_EV_ARRIVAL:
           has_arrival_ = true;
           arrival_id_ = e.msg_id;
@@ -95,13 +104,18 @@ class Side {
           arrival_len_ = e.num_segments ? e.segments[0].length : 0;
           break;
         case FERRY_EV_CONNECTED:
-        case FERRY_EV_ACCEPTED: conn_ = e.conn; ok_ &= e.status == FERRY_OK; break;
+        case FERRY_EV_ACCEPTED:
+          conn_ = e.conn;
+          ok_ &= e.status == FERRY_OK;
+          break;
         case FERRY_EV_CONN_BROKEN:
           if (closing_) break;  // the peer closed first: expected at the end
           std::fprintf(stderr, "connection broken: %s\n", e.message ? e.message : "");
           ok_ = false;
           break;
-        case FERRY_EV_CLOSED: closed_ = true; break;
+        case FERRY_EV_CLOSED:
+          closed_ = true;
+          break;
       }
     }
     if (n == 0 && !busy_) {
@@ -138,7 +152,8 @@ class Side {
     a.dests = &d;
     a.dest_stride = sizeof d;
     const uint64_t want = places_done_ + 1;
-    const bool ok = g_via_core ? t_->Place(conn_, a).ok() : vt_->place(conn_, &a, nullptr) == FERRY_OK;
+    const bool ok = g_via_core ? t_->Place(conn_, a).ok()
+                               : vt_->place(conn_, &a, nullptr) == FERRY_OK;
     return ok && Until([&] { return places_done_ >= want; });
   }
   bool Send(const std::vector<unsigned char>& buf, uint64_t size) {
@@ -156,7 +171,8 @@ class Side {
     a.segments = &seg;
     a.segment_stride = sizeof seg;
     for (;;) {
-      const ferry_status_t rc = g_via_core ? t_->Send(conn_, a).code() : vt_->send(conn_, &a, nullptr);
+      const ferry_status_t rc =
+          g_via_core ? t_->Send(conn_, a).code() : vt_->send(conn_, &a, nullptr);
       if (rc == FERRY_OK) {
         ++sends_posted_;
         return true;
@@ -164,7 +180,9 @@ class Side {
       if (rc != FERRY_UNAVAILABLE || !Poll()) return false;
     }
   }
-  bool SendsDone() { return Until([&] { return sends_done_ == sends_posted_; }); }
+  bool SendsDone() {
+    return Until([&] { return sends_done_ == sends_posted_; });
+  }
 
   Endpoint* ep_;
   ferry::Transport* t_;
@@ -227,18 +245,26 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--mode") o.busy = next() != "sleep";
-    else if (a == "--sizes") o.sizes = ParseSizes(next());
-    else if (a == "--iters") o.iters = std::atoi(next().c_str());
+    if (a == "--mode")
+      o.busy = next() != "sleep";
+    else if (a == "--sizes")
+      o.sizes = ParseSizes(next());
+    else if (a == "--iters")
+      o.iters = std::atoi(next().c_str());
     else if (a == "--cpus") {
       std::string c = next();
       o.cpu_a = std::atoi(c.c_str());
       o.cpu_b = std::atoi(c.substr(c.find(',') + 1).c_str());
-    } else if (a == "--cma") o.cma = std::atoi(next().c_str());
-    else if (a == "--no-raw") o.raw = false;
-    else if (a == "--via-core") g_via_core = true;
-    else if (a == "--peer") peer_addr = next();
-    else if (a == "--raw-peer") raw_fd = next();
+    } else if (a == "--cma")
+      o.cma = std::atoi(next().c_str());
+    else if (a == "--no-raw")
+      o.raw = false;
+    else if (a == "--via-core")
+      g_via_core = true;
+    else if (a == "--peer")
+      peer_addr = next();
+    else if (a == "--raw-peer")
+      raw_fd = next();
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -249,7 +275,8 @@ int main(int argc, char** argv) {
   if (!raw_fd.empty()) {
     Pin(o.cpu_b);
     int fd = std::atoi(raw_fd.c_str());
-    void* region = mmap(nullptr, RawRegionSize(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* region =
+        mmap(nullptr, RawRegionSize(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     RawServe(region);
     return 0;
   }
@@ -260,9 +287,10 @@ int main(int argc, char** argv) {
 
   Pin(o.cpu_a);
   const std::string self = "/proc/self/exe";
-  std::vector<std::string> common = {"--mode", o.busy ? "busy" : "sleep", "--sizes",
-                                     Join(o.sizes), "--cpus",
-                                     std::to_string(o.cpu_a) + "," + std::to_string(o.cpu_b)};
+  std::vector<std::string> common = {
+      "--mode",  o.busy ? "busy" : "sleep",
+      "--sizes", Join(o.sizes),
+      "--cpus",  std::to_string(o.cpu_a) + "," + std::to_string(o.cpu_b)};
   if (o.iters > 0) common.insert(common.end(), {"--iters", std::to_string(o.iters)});
   if (g_via_core) common.push_back("--via-core");
   std::vector<std::string> env;
@@ -276,7 +304,8 @@ int main(int argc, char** argv) {
   if (o.raw) {
     int fd = memfd_create("raw-floor", 0);  // inherited by the peer
     if (fd < 0 || ftruncate(fd, static_cast<off_t>(RawRegionSize())) != 0) return 1;
-    void* region = mmap(nullptr, RawRegionSize(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* region =
+        mmap(nullptr, RawRegionSize(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     std::vector<std::string> args = common;
     args.insert(args.end(), {"--raw-peer", std::to_string(fd)});
     auto child = Child::Spawn(self, args);
@@ -316,7 +345,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < iters[s]; ++i) {
       const auto t0 = Clock::now();
       if (!side.Send(out, size) || !side.Receive(&in) || !side.SendsDone()) {
-        std::fprintf(stderr, "round trip failed at size %llu\n", (unsigned long long)size);
+        std::fprintf(stderr, "round trip failed at size %llu\n",
+                     (unsigned long long)size);
         return 1;
       }
       rtt.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());

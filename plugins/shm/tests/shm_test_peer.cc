@@ -86,7 +86,8 @@ int Echo(Endpoint* ep, ferry_conn_t* conn) {
         }
         if (all_inline) {
           for (size_t i = 0; i < ev.segments.size(); ++i) {
-            if (ev.segments[i].length) std::memcpy(dests[i], ev.segments[i].inline_data, ev.segments[i].length);
+            if (ev.segments[i].length)
+              std::memcpy(dests[i], ev.segments[i].inline_data, ev.segments[i].length);
           }
           ep->t().Discard(conn, ev.msg_id);
           if (!send_back(std::move(m))) return 0;
@@ -118,7 +119,8 @@ int main(int argc, char** argv) {
     if (addr.empty()) return Die("listen failed");
     Say("listening " + addr);
     Event ev;
-    if (!PumpUntil({ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &ev); }, 30000)) {
+    if (!PumpUntil(
+            {ep.get()}, [&] { return ep->TryTake(FERRY_EV_ACCEPTED, &ev); }, 30000)) {
       return Die("no connection");
     }
     Say("accepted");
@@ -126,7 +128,8 @@ int main(int argc, char** argv) {
     if (argc < 3) return Die("missing size");
     std::vector<unsigned char> data(std::strtoull(argv[2], nullptr, 0));
     FillPattern(data.data(), data.size(), 7);
-    if (!ep->Send(ev.conn, "big", {{data.data(), data.size()}}).ok()) return Die("send failed");
+    if (!ep->Send(ev.conn, "big", {{data.data(), data.size()}}).ok())
+      return Die("send failed");
     Say("posted");
     for (;;) ep->PollOnce();
   }
@@ -150,7 +153,8 @@ int main(int argc, char** argv) {
   if (mode == "send-big" && argc > 3) {
     std::vector<unsigned char> data(std::strtoull(argv[3], nullptr, 0));
     FillPattern(data.data(), data.size(), 7);
-    if (!ep->Send(conn, "big", {{data.data(), data.size()}}).ok()) return Die("send failed");
+    if (!ep->Send(conn, "big", {{data.data(), data.size()}}).ok())
+      return Die("send failed");
     Say("posted");
     for (;;) ep->PollOnce();
   }

@@ -36,7 +36,8 @@ ferry::testkit::Endpoint::Options ShmOptions(uint32_t flags) {
 
 }  // namespace
 
-Endpoint::Endpoint(uint32_t flags) : ferry::testkit::Endpoint(LoadShm(), ShmOptions(flags)) {}
+Endpoint::Endpoint(uint32_t flags)
+    : ferry::testkit::Endpoint(LoadShm(), ShmOptions(flags)) {}
 
 std::unique_ptr<Endpoint> Endpoint::Open(uint32_t flags, std::string* why) {
   std::unique_ptr<Endpoint> e(new Endpoint(flags));
@@ -110,7 +111,8 @@ bool PumpUntil(std::initializer_list<ferry::testkit::Endpoint*> eps,
   return ferry::testkit::PumpUntil(eps, done, std::chrono::milliseconds(timeout_ms));
 }
 
-std::unique_ptr<Child> Child::Spawn(const std::string& exe, const std::vector<std::string>& args,
+std::unique_ptr<Child> Child::Spawn(const std::string& exe,
+                                    const std::vector<std::string>& args,
                                     const std::vector<std::string>& extra_env) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return nullptr;
@@ -156,8 +158,9 @@ std::string Child::ReadLine(int timeout_ms) {
       buffered_.erase(0, nl + 1);
       return line;
     }
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    deadline - Clock::now()).count());
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
+            .count());
     pollfd pf{out_fd_, POLLIN, 0};
     if (poll(&pf, 1, left > 0 ? left : 0) <= 0) {
       if (left <= 0) return "";
@@ -225,6 +228,8 @@ std::vector<void*> ShmMappings() {
   return out;
 }
 
-int CountFds() { return static_cast<int>(ListDir("/proc/self/fd").size()); }
+int CountFds() {
+  return static_cast<int>(ListDir("/proc/self/fd").size());
+}
 
 }  // namespace ferry_shm_test

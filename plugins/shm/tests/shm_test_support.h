@@ -63,7 +63,8 @@ bool PumpUntil(std::initializer_list<ferry::testkit::Endpoint*> eps,
 // A helper process: `exe` with `args`, its stdout a pipe we read by lines.
 class Child {
  public:
-  static std::unique_ptr<Child> Spawn(const std::string& exe, const std::vector<std::string>& args,
+  static std::unique_ptr<Child> Spawn(const std::string& exe,
+                                      const std::vector<std::string>& args,
                                       const std::vector<std::string>& extra_env = {});
   ~Child();  // SIGKILLs and reaps a child still running
   pid_t pid() const { return pid_; }

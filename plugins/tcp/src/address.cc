@@ -12,21 +12,19 @@ namespace ferry_tcp {
 namespace {
 
 // Splits "host:port" / "[host]:port" / "host" / "[host]".
-Status SplitHostPort(const std::string& text, std::string* host,
-                     std::string* port) {
+Status SplitHostPort(const std::string& text, std::string* host, std::string* port) {
   if (!text.empty() && text[0] == '[') {
     size_t close = text.find(']');
     if (close == std::string::npos) {
-      return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: address '%s' has '[' without ']'", text.c_str());
+      return Error(FERRY_INVALID_ARGUMENT, "tcp: address '%s' has '[' without ']'",
+                   text.c_str());
     }
     *host = text.substr(1, close - 1);
     std::string rest = text.substr(close + 1);
     if (rest.empty()) return Status();
     if (rest[0] != ':') {
       return Error(FERRY_INVALID_ARGUMENT,
-                   "tcp: address '%s': expected ':port' after ']'",
-                   text.c_str());
+                   "tcp: address '%s': expected ':port' after ']'", text.c_str());
     }
     *port = rest.substr(1);
     return Status();
@@ -47,14 +45,13 @@ Status SplitHostPort(const std::string& text, std::string* host,
   return Status();
 }
 
-Status ParsePort(const std::string& text, const std::string& port,
-                 uint16_t* out) {
+Status ParsePort(const std::string& text, const std::string& port, uint16_t* out) {
   if (port.empty() || port.size() > 5 ||
       port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(port) > 65535) {
     return Error(FERRY_INVALID_ARGUMENT,
-                 "tcp: address '%s': port '%s' is not a number in 0..65535",
-                 text.c_str(), port.c_str());
+                 "tcp: address '%s': port '%s' is not a number in 0..65535", text.c_str(),
+                 port.c_str());
   }
   *out = static_cast<uint16_t>(std::stoul(port));
   return Status();
@@ -101,8 +98,7 @@ bool SocketAddress::IsWildcard() const {
 
 std::string SocketAddress::ToString() const {
   char host[NI_MAXHOST];
-  if (getnameinfo(get(), length, host, sizeof host, nullptr, 0,
-                  NI_NUMERICHOST) != 0) {
+  if (getnameinfo(get(), length, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) {
     return "<unknown address>";
   }
   return JoinHostPort(host, port());
@@ -120,8 +116,7 @@ Status ParseAddress(const std::string& text, SocketAddress* out) {
   if (host == "localhost") host = "127.0.0.1";
   if (host == "*") host = "0.0.0.0";
   if (host.empty()) {
-    return Error(FERRY_INVALID_ARGUMENT, "tcp: address '%s' has no host",
-                 text.c_str());
+    return Error(FERRY_INVALID_ARGUMENT, "tcp: address '%s' has no host", text.c_str());
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -174,8 +169,7 @@ std::string AdvertisedAddress(const SocketAddress& bound,
         if (IN6_IS_ADDR_LINKLOCAL(&a6->sin6_addr)) continue;
       }
       SocketAddress a;
-      a.length = bound.family() == AF_INET ? sizeof(sockaddr_in)
-                                           : sizeof(sockaddr_in6);
+      a.length = bound.family() == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
       std::memcpy(&a.storage, it->ifa_addr, a.length);
       SetPort(&a, bound.port());
       found = a.ToString();
@@ -183,8 +177,7 @@ std::string AdvertisedAddress(const SocketAddress& bound,
     freeifaddrs(list);
   }
   if (!found.empty()) return found;
-  return JoinHostPort(bound.family() == AF_INET6 ? "::1" : "127.0.0.1",
-                      bound.port());
+  return JoinHostPort(bound.family() == AF_INET6 ? "::1" : "127.0.0.1", bound.port());
 }
 
 }  // namespace ferry_tcp

@@ -16,9 +16,7 @@ struct SocketAddress {
   socklen_t length = 0;
 
   int family() const { return storage.ss_family; }
-  const sockaddr* get() const {
-    return reinterpret_cast<const sockaddr*>(&storage);
-  }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
   sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
   uint16_t port() const;
   bool IsWildcard() const;  // 0.0.0.0 or ::

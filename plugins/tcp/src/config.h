@@ -18,12 +18,12 @@ struct Config {
   // picks the first non-loopback interface address of the same family.
   std::string advertise_host;
 
-  uint32_t max_header_size = 64 * 1024;   // per message
-  uint32_t max_segments = 64;             // per message
-  uint32_t max_inline_size = 16 * 1024;   // per segment, receive side
-  uint32_t max_inline_total = 256 * 1024; // per message, receive side
+  uint32_t max_header_size = 64 * 1024;           // per message
+  uint32_t max_segments = 64;                     // per message
+  uint32_t max_inline_size = 16 * 1024;           // per segment, receive side
+  uint32_t max_inline_total = 256 * 1024;         // per message, receive side
   uint64_t max_message_size = uint64_t{1} << 40;  // header + segments: 1 TiB
-  uint32_t rx_buffer_size = 64 * 1024;    // initial receive buffer per conn
+  uint32_t rx_buffer_size = 64 * 1024;            // initial receive buffer per conn
   // SO_SNDBUF/SO_RCVBUF for every connection; 0 = see the next one.
   uint32_t socket_buffer_size = 0;
   // SO_SNDBUF/SO_RCVBUF for a connection whose peer is on this host
@@ -32,8 +32,8 @@ struct Config {
   // bandwidth-delay product to cover: a small buffer keeps the data in
   // flight in cache (README.md, "Socket buffers").
   uint32_t loopback_socket_buffer_size = 256 * 1024;
-  uint32_t busy_poll_usec = 50;           // SO_BUSY_POLL in busy-poll mode
-  uint32_t max_pending_sends = 65536;     // per conn before UNAVAILABLE
+  uint32_t busy_poll_usec = 50;        // SO_BUSY_POLL in busy-poll mode
+  uint32_t max_pending_sends = 65536;  // per conn before UNAVAILABLE
 
   // One line for `ferry info`.
   std::string Describe() const;

@@ -25,12 +25,14 @@ constexpr size_t kRxBudget = size_t{8} << 20;
 // (an RST can destroy data the peer has not read yet).
 constexpr size_t kCloseDrainLimit = size_t{1} << 20;
 
-unsigned long long ULL(uint64_t v) { return static_cast<unsigned long long>(v); }
+unsigned long long ULL(uint64_t v) {
+  return static_cast<unsigned long long>(v);
+}
 
 }  // namespace
 
-Conn::Conn(Context* ctx, int fd, State state, std::string peer,
-           void* user_data, bool accepted)
+Conn::Conn(Context* ctx, int fd, State state, std::string peer, void* user_data,
+           bool accepted)
     : Pollable(Kind::kConn),
       ctx_(ctx),
       fd_(fd),
@@ -52,12 +54,9 @@ Conn::Conn(Context* ctx, int fd, State state, std::string peer,
 
 void Conn::UpdateSendLimits() {
   const Config& c = ctx_->config();
-  send_limits_.max_header =
-      std::min(c.max_header_size, peer_limits_.max_header);
-  send_limits_.max_segments =
-      std::min(c.max_segments, peer_limits_.max_segments);
-  send_limits_.max_message =
-      std::min(c.max_message_size, peer_limits_.max_message);
+  send_limits_.max_header = std::min(c.max_header_size, peer_limits_.max_header);
+  send_limits_.max_segments = std::min(c.max_segments, peer_limits_.max_segments);
+  send_limits_.max_message = std::min(c.max_message_size, peer_limits_.max_message);
   send_limits_.peer_inline_limit = peer_limits_.inline_limit;
   send_limits_.peer_inline_total = peer_limits_.inline_total;
 }
@@ -78,21 +77,19 @@ void Conn::Close() {
   State before = state_;
   state_ = State::kClosed;
   std::string cancelled = Format(
-      "tcp: connect to %s cancelled: the host closed the connection",
-      peer_.c_str());
+      "tcp: connect to %s cancelled: the host closed the connection", peer_.c_str());
   // A CONNECTED still queued becomes CANCELLED, arrivals still queued go.
   ctx_->RecallForClose(this, cancelled);
   if (before == State::kConnecting) {
-    ctx_->EmitError(FERRY_EV_CONNECTED, this, connect_user_data_,
-                    FERRY_CANCELLED, cancelled);
+    ctx_->EmitError(FERRY_EV_CONNECTED, this, connect_user_data_, FERRY_CANCELLED,
+                    cancelled);
   }
   FailAllSends(FERRY_CANCELLED,
                Format("tcp: send cancelled: the host closed the connection "
                       "to %s",
                       peer_.c_str()));
   if (rx_state_ == RxState::kPlacing && placing_for_host_) {
-    ctx_->EmitError(FERRY_EV_PLACE_DONE, this, place_user_data_,
-                    FERRY_CANCELLED,
+    ctx_->EmitError(FERRY_EV_PLACE_DONE, this, place_user_data_, FERRY_CANCELLED,
                     Format("tcp: place cancelled: the host closed the "
                            "connection to %s",
                            peer_.c_str()));
@@ -112,14 +109,13 @@ void Conn::OnEpoll(uint32_t events) {
   if ((events & EPOLLERR) != 0) {
     int err = TakeSocketError(fd_);
     if (err == 0) err = ECONNRESET;
-    Fail(StatusForIoErrno(err), Format("tcp: connection to %s failed: %s",
-                                       peer_.c_str(), ErrnoText(err).c_str()));
+    Fail(StatusForIoErrno(err), Format("tcp: connection to %s failed: %s", peer_.c_str(),
+                                       ErrnoText(err).c_str()));
     return;
   }
   if ((events & EPOLLHUP) != 0) {
     Fail(FERRY_PEER_GONE,
-         Format("tcp: connection to %s hung up (the peer reset it)",
-                peer_.c_str()));
+         Format("tcp: connection to %s hung up (the peer reset it)", peer_.c_str()));
     return;
   }
   if ((events & (EPOLLIN | EPOLLRDHUP)) != 0) rx_ready_ = true;
@@ -143,8 +139,7 @@ void Conn::StartStream() {
 
 void Conn::FailConnect(int err) {
   Fail(StatusForConnectErrno(err),
-       Format("tcp: connect to %s failed: %s", peer_.c_str(),
-              ErrnoText(err).c_str()));
+       Format("tcp: connect to %s failed: %s", peer_.c_str(), ErrnoText(err).c_str()));
 }
 
 void Conn::OnAcceptDelivered() {
@@ -177,8 +172,7 @@ void Conn::Fail(ferry_status_t status, const std::string& message) {
   FERRY_PLUGIN_LOG(FERRY_LOG_INFO, "%s", message.c_str());
   ReleaseSocket(/*drain=*/false);
   if (was_connecting) {
-    ctx_->EmitError(FERRY_EV_CONNECTED, this, connect_user_data_, status,
-                    message);
+    ctx_->EmitError(FERRY_EV_CONNECTED, this, connect_user_data_, status, message);
   }
   FailAllSends(status, message);
   if (rx_state_ == RxState::kPlacing) {
@@ -238,16 +232,14 @@ void Conn::ReleaseSocket(bool drain) {
 Status Conn::UnusableError(const char* what) const {
   if (state_ == State::kClosed) {
     return Error(FERRY_FAILED_PRECONDITION,
-                 "tcp: %s a connection to %s that the host already closed",
-                 what, peer_.c_str());
+                 "tcp: %s a connection to %s that the host already closed", what,
+                 peer_.c_str());
   }
   // The break's own status, except UNAVAILABLE (a failed connect): from a
   // post that would mean "back-pressure, retry", and retrying cannot help.
-  ferry_status_t code = broken_status_ == FERRY_UNAVAILABLE
-                            ? FERRY_FAILED_PRECONDITION
-                            : broken_status_;
-  return Error(code, "tcp: %s a broken connection: %s", what,
-               broken_message_.c_str());
+  ferry_status_t code =
+      broken_status_ == FERRY_UNAVAILABLE ? FERRY_FAILED_PRECONDITION : broken_status_;
+  return Error(code, "tcp: %s a broken connection: %s", what, broken_message_.c_str());
 }
 
 }  // namespace ferry_tcp

@@ -138,7 +138,7 @@ class Conn final : public Pollable {
   // Receive side.
   RxState rx_state_ = RxState::kHello;
   bool rx_enabled_;
-  bool rx_ready_ = false;  // the socket may have bytes (edge seen, no EAGAIN)
+  bool rx_ready_ = false;        // the socket may have bytes (edge seen, no EAGAIN)
   bool peer_shut_down_ = false;  // EPOLLRDHUP seen: EOF is coming
   // PrimeForBusyPoll's recv() found the end of the stream (-1) or an error
   // (its errno), for ReadMore() to report as if its own recv() had.

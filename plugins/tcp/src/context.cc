@@ -88,8 +88,7 @@ Status Context::Init(const char* instance) {
   wakeup_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeup_fd_ < 0) {
     int e = errno;
-    return Error(StatusForSetupErrno(e), "tcp: eventfd failed: %s",
-                 ErrnoText(e).c_str());
+    return Error(StatusForSetupErrno(e), "tcp: eventfd failed: %s", ErrnoText(e).c_str());
   }
   Status st;
   // Sleeping mode: edge-triggered, so each write puts the eventfd on the
@@ -123,12 +122,11 @@ Context::~Context() {
 void Context::Query(ferry_context_info_t* info) const {
   ferry_context_info_t full{};
   // The smaller of both sizes: tells the host which fields were written.
-  full.struct_size = static_cast<uint32_t>(
-      std::min<size_t>(info->struct_size, sizeof full));
+  full.struct_size =
+      static_cast<uint32_t>(std::min<size_t>(info->struct_size, sizeof full));
   full.max_header_size = config_.max_header_size;
-  full.caps = FERRY_CAP_WAKEUP_FD | FERRY_CAP_DETECTS_PEER_DEATH |
-              FERRY_CAP_ORDERED | FERRY_CAP_THREAD_SAFE |
-              (config_.busy_poll ? FERRY_CAP_BUSY_POLL : 0);
+  full.caps = FERRY_CAP_WAKEUP_FD | FERRY_CAP_DETECTS_PEER_DEATH | FERRY_CAP_ORDERED |
+              FERRY_CAP_THREAD_SAFE | (config_.busy_poll ? FERRY_CAP_BUSY_POLL : 0);
   full.memory_kinds = FERRY_MEM_HOST;
   full.max_message_size = config_.max_message_size;
   full.max_inline_size = config_.max_inline_size;
@@ -145,15 +143,13 @@ void Context::Query(ferry_context_info_t* info) const {
 ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   args->num_events = 0;
   if (args->max_events > 0 &&
-      (args->events == nullptr ||
-       args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
-    return Report(
-        error,
-        Error(FERRY_INVALID_ARGUMENT,
-              "tcp: progress() needs an events array and event_stride >= "
-              "%zu (got %p, %llu)",
-              FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
-              static_cast<unsigned long long>(args->event_stride)));
+      (args->events == nullptr || args->event_stride < FERRY_EVENT_STRUCT_SIZE)) {
+    return Report(error,
+                  Error(FERRY_INVALID_ARGUMENT,
+                        "tcp: progress() needs an events array and event_stride >= "
+                        "%zu (got %p, %llu)",
+                        FERRY_EVENT_STRUCT_SIZE, static_cast<void*>(args->events),
+                        static_cast<unsigned long long>(args->event_stride)));
   }
   if (!retired_.empty()) FreeRetired();
   events_.ForgetDelivered();
@@ -262,8 +258,8 @@ void Context::SignalWakeup() {
 
 void Context::FreeRetired() {
   for (Conn* c : retired_) {
-    if (c->scheduled) ready_.erase(std::remove(ready_.begin(), ready_.end(), c),
-                                   ready_.end());
+    if (c->scheduled)
+      ready_.erase(std::remove(ready_.begin(), ready_.end(), c), ready_.end());
     delete c;
   }
   retired_.clear();
@@ -332,8 +328,8 @@ Status Context::Connect(const char* address, void* user_data, Conn** out) {
   ConfigureStreamSocket(fd, config_);
   int err = ::connect(fd, addr.get(), addr.length) == 0 ? 0 : errno;
   if (err == 0 || err == EINPROGRESS) ApplySocketBuffers(fd, config_, addr);
-  auto conn = std::make_unique<Conn>(this, fd, Conn::State::kConnecting,
-                                     addr.ToString(), user_data,
+  auto conn = std::make_unique<Conn>(this, fd, Conn::State::kConnecting, addr.ToString(),
+                                     user_data,
                                      /*accepted=*/false);
   bool in_flight = err == 0 || err == EINPROGRESS || err == EINTR;
   // Registered only now: an unconnected socket polls as EPOLLHUP. Once
@@ -354,9 +350,9 @@ void Context::Accept(int fd, void* listener_user_data) {
     peer_text = peer.ToString();
     ApplySocketBuffers(fd, config_, peer);
   }
-  auto conn = std::make_unique<Conn>(this, fd, Conn::State::kOpen,
-                                     std::move(peer_text), nullptr,
-                                     /*accepted=*/true);
+  auto conn =
+      std::make_unique<Conn>(this, fd, Conn::State::kOpen, std::move(peer_text), nullptr,
+                             /*accepted=*/true);
   Status st;
   if (!Register(fd, kConnEvents, conn.get(), &st)) {
     FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "dropping an accepted connection: %s",
@@ -372,12 +368,11 @@ void Context::Accept(int fd, void* listener_user_data) {
 
 // --- helpers for connections -----------------------------------------------
 
-void Context::EmitError(int32_t type, Conn* conn, void* user_data,
-                        ferry_status_t status, std::string message) {
+void Context::EmitError(int32_t type, Conn* conn, void* user_data, ferry_status_t status,
+                        std::string message) {
   QueuedEvent& e = Emit(type, conn, user_data);
   e.status = status;
-  e.text = message.empty() ? std::string("tcp: operation failed")
-                           : std::move(message);
+  e.text = message.empty() ? std::string("tcp: operation failed") : std::move(message);
 }
 
 void Context::Schedule(Conn* conn) {
@@ -454,8 +449,7 @@ SendOp* Context::NewHelloOp() {
   return op;
 }
 
-bool Context::Register(int fd, uint32_t events, Pollable* target,
-                       Status* err) {
+bool Context::Register(int fd, uint32_t events, Pollable* target, Status* err) {
   epoll_event ev{};
   ev.events = events;
   ev.data.ptr = target;

@@ -84,8 +84,8 @@ class Context {
   QueuedEvent& Emit(int32_t type, Conn* conn, void* user_data) {
     return events_.Push(type, conn, user_data);
   }
-  void EmitError(int32_t type, Conn* conn, void* user_data,
-                 ferry_status_t status, std::string message);
+  void EmitError(int32_t type, Conn* conn, void* user_data, ferry_status_t status,
+                 std::string message);
   void Schedule(Conn* conn);
   void AddOpen(Conn* conn);
   uint64_t progress_epoch() const { return progress_epoch_; }

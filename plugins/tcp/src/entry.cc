@@ -12,8 +12,8 @@ namespace {
 
 struct TcpPlugin {
   // 0.1 is the first published minor.
-  static constexpr ferry_plugin::PluginInfo kInfo = {"tcp", "0.1.0", 1, FERRY_TRANSPORT_ABI_MINOR,
-                                                     FERRY_FEATURE_MULTI_CONTEXT};
+  static constexpr ferry_plugin::PluginInfo kInfo = {
+      "tcp", "0.1.0", 1, FERRY_TRANSPORT_ABI_MINOR, FERRY_FEATURE_MULTI_CONTEXT};
   static constexpr auto init = host_calls::Init;
   static constexpr auto fini = host_calls::Fini;
   static constexpr auto query = host_calls::Query;

@@ -38,9 +38,8 @@ ParseResult ParseHello(const char* data, size_t size, wire::Hello* hello,
   }
   size_t length = wire::Get16(data + 6);
   if (length < wire::kHelloSize || length > wire::kHelloMaxSize) {
-    *error = Error(FERRY_DATA_LOSS,
-                   "malformed hello: length %zu outside [%zu, %zu]", length,
-                   wire::kHelloSize, wire::kHelloMaxSize);
+    *error = Error(FERRY_DATA_LOSS, "malformed hello: length %zu outside [%zu, %zu]",
+                   length, wire::kHelloSize, wire::kHelloMaxSize);
     return ParseResult::kError;
   }
   if (size < length) {
@@ -52,8 +51,7 @@ ParseResult ParseHello(const char* data, size_t size, wire::Hello* hello,
   return ParseResult::kDone;
 }
 
-ParseResult ParseMessage(const char* data, size_t size,
-                         const ReceiveLimits& limits,
+ParseResult ParseMessage(const char* data, size_t size, const ReceiveLimits& limits,
                          std::vector<ferry_arrival_segment_t>* segments,
                          ParsedMessage* message, size_t* need, Status* error) {
   if (size < wire::kPrefixSize) {
@@ -70,8 +68,8 @@ ParseResult ParseMessage(const char* data, size_t size,
   wire::Prefix p = wire::DecodePrefix(data);
   const uint16_t reserved = wire::Get16(data + 6);
   if ((p.flags | reserved) != 0) {
-    *error = Error(FERRY_DATA_LOSS, "frame has unknown flags 0x%x/0x%x",
-                   p.flags, reserved);
+    *error =
+        Error(FERRY_DATA_LOSS, "frame has unknown flags 0x%x/0x%x", p.flags, reserved);
     return ParseResult::kError;
   }
   if (p.header_len > limits.max_header) {
@@ -82,9 +80,9 @@ ParseResult ParseMessage(const char* data, size_t size,
     return ParseResult::kError;
   }
   if (p.num_segments > limits.max_segments) {
-    *error = Error(FERRY_DATA_LOSS,
-                   "frame has %u segments, above this side's max_segments %u",
-                   p.num_segments, limits.max_segments);
+    *error =
+        Error(FERRY_DATA_LOSS, "frame has %u segments, above this side's max_segments %u",
+              p.num_segments, limits.max_segments);
     return ParseResult::kError;
   }
   if (p.payload_bytes > limits.max_message ||
@@ -114,29 +112,26 @@ ParseResult ParseMessage(const char* data, size_t size,
   uint64_t sum = 0;
   uint64_t inline_sum = 0;
   bool any_inline = false;
-  for (uint32_t i = 0; i < p.num_segments;
-       ++i, entry += wire::kSegmentEntrySize) {
+  for (uint32_t i = 0; i < p.num_segments; ++i, entry += wire::kSegmentEntrySize) {
     const wire::SegmentEntry s = wire::DecodeSegment(entry);
     if ((s.flags & ~wire::kSegmentInline) != 0) {
-      *error = Error(FERRY_DATA_LOSS, "segment %u has unknown flags 0x%x", i,
-                     s.flags);
+      *error = Error(FERRY_DATA_LOSS, "segment %u has unknown flags 0x%x", i, s.flags);
       return ParseResult::kError;
     }
     if (s.length > p.payload_bytes - sum) {
-      *error = Error(FERRY_DATA_LOSS,
-                     "segment lengths exceed the frame's payload_bytes %llu",
-                     static_cast<unsigned long long>(p.payload_bytes));
+      *error =
+          Error(FERRY_DATA_LOSS, "segment lengths exceed the frame's payload_bytes %llu",
+                static_cast<unsigned long long>(p.payload_bytes));
       return ParseResult::kError;
     }
     sum += s.length;
     if ((s.flags & wire::kSegmentInline) != 0) {
-      if (s.length > limits.inline_limit ||
-          s.length > limits.inline_total - inline_sum) {
+      if (s.length > limits.inline_limit || s.length > limits.inline_total - inline_sum) {
         *error = Error(FERRY_DATA_LOSS,
                        "inline segment %u (%llu bytes) exceeds this side's "
                        "inline limits (%u per segment, %u per message)",
-                       i, static_cast<unsigned long long>(s.length),
-                       limits.inline_limit, limits.inline_total);
+                       i, static_cast<unsigned long long>(s.length), limits.inline_limit,
+                       limits.inline_total);
         return ParseResult::kError;
       }
       inline_sum += s.length;
@@ -151,16 +146,14 @@ ParseResult ParseMessage(const char* data, size_t size,
     d.inline_data = nullptr;
   }
   if (sum != p.payload_bytes) {
-    *error = Error(FERRY_DATA_LOSS,
-                   "segment lengths add up to %llu, frame says %llu",
+    *error = Error(FERRY_DATA_LOSS, "segment lengths add up to %llu, frame says %llu",
                    static_cast<unsigned long long>(sum),
                    static_cast<unsigned long long>(p.payload_bytes));
     return ParseResult::kError;
   }
   // Bounded: table_end and header_len by the limits above, inline_sum by
   // inline_total.
-  const size_t meta =
-      table_end + p.header_len + static_cast<size_t>(inline_sum);
+  const size_t meta = table_end + p.header_len + static_cast<size_t>(inline_sum);
   if (size < meta) {
     *need = meta;
     return ParseResult::kNeedMore;
@@ -170,8 +163,7 @@ ParseResult ParseMessage(const char* data, size_t size,
   if (any_inline) {
     const char* inline_at = data + table_end + p.header_len;
     entry = data + wire::kPrefixSize;
-    for (uint32_t i = 0; i < p.num_segments;
-         ++i, entry += wire::kSegmentEntrySize) {
+    for (uint32_t i = 0; i < p.num_segments; ++i, entry += wire::kSegmentEntrySize) {
       if ((wire::Get16(entry + 14) & wire::kSegmentInline) != 0) {
         out[i].inline_data = inline_at;
         inline_at += out[i].length;

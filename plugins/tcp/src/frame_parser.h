@@ -38,11 +38,11 @@ enum class ParseResult {
 
 // A message whose prefix, table, header and inline segments are buffered.
 struct ParsedMessage {
-  size_t meta_bytes = 0;     // prefix + table + header + inline segments
+  size_t meta_bytes = 0;  // prefix + table + header + inline segments
   const char* header = nullptr;
   uint32_t header_len = 0;
   uint32_t num_segments = 0;
-  uint64_t placed_bytes = 0; // payload after the meta: non-inline segments
+  uint64_t placed_bytes = 0;  // payload after the meta: non-inline segments
 };
 
 // Parses the hello at the start of `data`. On kDone, *consumed is its length.
@@ -53,8 +53,7 @@ ParseResult ParseHello(const char* data, size_t size, wire::Hello* hello,
 // num_segments entries of `segments` describe the segments (the vector only
 // grows, up to the max_segments limit); inline ones point into `data`. On
 // kNeedMore or kError its contents mean nothing.
-ParseResult ParseMessage(const char* data, size_t size,
-                         const ReceiveLimits& limits,
+ParseResult ParseMessage(const char* data, size_t size, const ReceiveLimits& limits,
                          std::vector<ferry_arrival_segment_t>* segments,
                          ParsedMessage* message, size_t* need, Status* error);
 

@@ -23,9 +23,8 @@ inline ferry_conn_t* ToHandle(Conn* c) {
 }
 inline Conn* FromHandle(ferry_conn_t* h) {
   auto* p = reinterpret_cast<Pollable*>(h);
-  return (p != nullptr && p->kind() == Pollable::Kind::kConn)
-             ? static_cast<Conn*>(p)
-             : nullptr;
+  return (p != nullptr && p->kind() == Pollable::Kind::kConn) ? static_cast<Conn*>(p)
+                                                              : nullptr;
 }
 
 inline ferry_listener_t* ToHandle(Listener* l) {

@@ -39,7 +39,9 @@ Status Init(const ferry_init_args_t* args, ferry_context_t** out) {
   return st;
 }
 
-void Fini(ferry_context_t* handle) { delete FromHandle(handle); }
+void Fini(ferry_context_t* handle) {
+  delete FromHandle(handle);
+}
 
 Status Query(ferry_context_t* handle, ferry_context_info_t* info) {
   Context* ctx = FromHandle(handle);
@@ -51,13 +53,13 @@ Status Query(ferry_context_t* handle, ferry_context_info_t* info) {
   return Status();
 }
 
-ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args, Status* error) {
+ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args,
+                        Status* error) {
   Context* ctx = FromHandle(handle);
   if (ctx == nullptr || args == nullptr ||
       args->struct_size < FERRY_STRUCT_SIZE(ferry_progress_args_t, num_events)) {
-    return Report(error,
-                  Error(FERRY_INVALID_ARGUMENT,
-                        "tcp: progress() needs a context and progress args"));
+    return Report(error, Error(FERRY_INVALID_ARGUMENT,
+                               "tcp: progress() needs a context and progress args"));
   }
   std::lock_guard<ContextMutex> lock(ctx->mutex());
   ferry_status_t code = ctx->Progress(args, error);
@@ -67,7 +69,8 @@ ferry_status_t Progress(ferry_context_t* handle, ferry_progress_args_t* args, St
   return code;
 }
 
-Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args, ferry_listener_t** out) {
+Status Listen(ferry_context_t* handle, const ferry_listen_args_t* args,
+              ferry_listener_t** out) {
   Context* ctx = FromHandle(handle);
   if (ctx == nullptr || out == nullptr) return BadHandle("listen", "context");
   if (!ArgsOk(args)) return BadArgs("listen", args);
@@ -95,7 +98,8 @@ void CloseListener(ferry_listener_t* handle) {
   ctx->CloseListener(l);
 }
 
-Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args, ferry_conn_t** out) {
+Status Connect(ferry_context_t* handle, const ferry_connect_args_t* args,
+               ferry_conn_t** out) {
   Context* ctx = FromHandle(handle);
   if (ctx == nullptr || out == nullptr) return BadHandle("connect", "context");
   if (!ArgsOk(args)) return BadArgs("connect", args);
@@ -125,7 +129,8 @@ ferry_status_t Send(ferry_conn_t* handle, const ferry_send_args_t* args, Status*
   return code;
 }
 
-ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args, Status* error) {
+ferry_status_t Place(ferry_conn_t* handle, const ferry_place_args_t* args,
+                     Status* error) {
   Conn* conn = FromHandle(handle);
   if (conn == nullptr) return Report(error, BadHandle("place", "connection"));
   if (!ArgsOk(args)) return Report(error, BadArgs("place", args));

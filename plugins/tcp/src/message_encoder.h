@@ -26,9 +26,8 @@ struct SendLimits {
 
 // Fills op->meta and op->iov and returns FERRY_OK, or fills *error and
 // returns its code (then nothing about `op` matters).
-ferry_status_t EncodeMessage(const ferry_send_args_t& args,
-                             const SendLimits& limits, SendOp* op,
-                             Status* error);
+ferry_status_t EncodeMessage(const ferry_send_args_t& args, const SendLimits& limits,
+                             SendOp* op, Status* error);
 
 // True for the devices whose memory the CPU can read and write directly.
 inline bool IsHostDevice(int32_t type) {

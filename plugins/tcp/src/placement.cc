@@ -36,8 +36,8 @@ size_t Placement::TakeBuffered(const char* data, size_t size) {
   return taken;
 }
 
-size_t Placement::BuildIov(iovec* iov, size_t max_iov, char* scratch,
-                           size_t scratch_size, bool* covers_rest) const {
+size_t Placement::BuildIov(iovec* iov, size_t max_iov, char* scratch, size_t scratch_size,
+                           bool* covers_rest) const {
   size_t count = 0;
   *covers_rest = false;
   for (size_t i = next_; i < targets_.size(); ++i) {

@@ -30,8 +30,8 @@ class Placement {
   // bytes land in `scratch` (reused as often as needed). *covers_rest is
   // true when the entries cover every remaining byte, so the caller may
   // append its receive buffer to read the next message in the same call.
-  size_t BuildIov(iovec* iov, size_t max_iov, char* scratch,
-                  size_t scratch_size, bool* covers_rest) const;
+  size_t BuildIov(iovec* iov, size_t max_iov, char* scratch, size_t scratch_size,
+                  bool* covers_rest) const;
 
   // Accounts for `n` bytes read through BuildIov's entries; returns how many
   // belonged to this placement (the rest went past it).

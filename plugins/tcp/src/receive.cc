@@ -27,12 +27,13 @@ constexpr size_t kMaxReadIov = 64;
 // segment takes one recv() too.
 constexpr size_t kReadAhead = 4096;
 
-constexpr size_t kPlaceDestMinSize =
-    FERRY_STRUCT_SIZE(ferry_place_dest_t, capacity);
+constexpr size_t kPlaceDestMinSize = FERRY_STRUCT_SIZE(ferry_place_dest_t, capacity);
 
 const std::string kNoMessage;
 
-unsigned long long ULL(uint64_t v) { return static_cast<unsigned long long>(v); }
+unsigned long long ULL(uint64_t v) {
+  return static_cast<unsigned long long>(v);
+}
 
 }  // namespace
 
@@ -44,51 +45,46 @@ ferry_status_t Conn::Place(const ferry_place_args_t& args, Status* error) {
     return Report(error, NoArrivalError(args.msg_id));
   }
   if (args.num_dests != arrival_.num_segments) {
-    return Report(
-        error, Error(FERRY_INVALID_ARGUMENT,
-                     "tcp: place() for message %llu gives %u destinations, the "
-                     "arrival has %u segments",
-                     ULL(args.msg_id), args.num_dests, arrival_.num_segments));
+    return Report(error, Error(FERRY_INVALID_ARGUMENT,
+                               "tcp: place() for message %llu gives %u destinations, the "
+                               "arrival has %u segments",
+                               ULL(args.msg_id), args.num_dests, arrival_.num_segments));
   }
   if (args.num_dests > 0 &&
       (args.dests == nullptr || args.dest_stride < kPlaceDestMinSize)) {
-    return Report(
-        error,
-        Error(FERRY_INVALID_ARGUMENT,
-              "tcp: place() needs a destination array and dest_stride >= "
-              "%zu (got %p, %llu)",
-              kPlaceDestMinSize, static_cast<const void*>(args.dests),
-              ULL(args.dest_stride)));
+    return Report(error,
+                  Error(FERRY_INVALID_ARGUMENT,
+                        "tcp: place() needs a destination array and dest_stride >= "
+                        "%zu (got %p, %llu)",
+                        kPlaceDestMinSize, static_cast<const void*>(args.dests),
+                        ULL(args.dest_stride)));
   }
   // Check every destination before changing any state: a refused place()
   // leaves the arrival waiting for another answer.
   for (uint32_t i = 0; i < args.num_dests; ++i) {
     const ferry_arrival_segment_t& seg = arrival_segments_[i];
     if (seg.inline_data != nullptr) continue;
-    const ferry_place_dest_t* d = FERRY_ELEMENT_AT(
-        const ferry_place_dest_t, args.dests, args.dest_stride, i);
+    const ferry_place_dest_t* d =
+        FERRY_ELEMENT_AT(const ferry_place_dest_t, args.dests, args.dest_stride, i);
     if (d->struct_size < kPlaceDestMinSize) {
-      return Report(
-          error, Error(FERRY_INVALID_ARGUMENT,
-                       "tcp: place() destination %u has struct_size %u (< %zu)",
-                       i, d->struct_size, kPlaceDestMinSize));
+      return Report(error, Error(FERRY_INVALID_ARGUMENT,
+                                 "tcp: place() destination %u has struct_size %u (< %zu)",
+                                 i, d->struct_size, kPlaceDestMinSize));
     }
     if (d->data == nullptr) continue;  // drop this segment
     if (d->capacity < seg.length) {
-      return Report(
-          error,
-          Error(FERRY_INVALID_ARGUMENT,
-                "tcp: place() destination %u holds %llu bytes but segment "
-                "%u of message %llu has %llu",
-                i, ULL(d->capacity), i, ULL(args.msg_id), ULL(seg.length)));
+      return Report(error,
+                    Error(FERRY_INVALID_ARGUMENT,
+                          "tcp: place() destination %u holds %llu bytes but segment "
+                          "%u of message %llu has %llu",
+                          i, ULL(d->capacity), i, ULL(args.msg_id), ULL(seg.length)));
     }
     if (FERRY_FIELD_PRESENT(d, ferry_place_dest_t, device) &&
         !IsHostDevice(d->device.type)) {
-      return Report(
-          error, Error(FERRY_INVALID_ARGUMENT,
-                       "tcp: place() destination %u is device memory (DLPack "
-                       "type %d); the tcp transport writes host memory only",
-                       i, d->device.type));
+      return Report(error, Error(FERRY_INVALID_ARGUMENT,
+                                 "tcp: place() destination %u is device memory (DLPack "
+                                 "type %d); the tcp transport writes host memory only",
+                                 i, d->device.type));
     }
   }
 
@@ -96,8 +92,8 @@ ferry_status_t Conn::Place(const ferry_place_args_t& args, Status* error) {
   for (uint32_t i = 0; i < args.num_dests; ++i) {
     const ferry_arrival_segment_t& seg = arrival_segments_[i];
     if (seg.inline_data != nullptr) continue;
-    const ferry_place_dest_t* d = FERRY_ELEMENT_AT(
-        const ferry_place_dest_t, args.dests, args.dest_stride, i);
+    const ferry_place_dest_t* d =
+        FERRY_ELEMENT_AT(const ferry_place_dest_t, args.dests, args.dest_stride, i);
     placement_.AddTarget(static_cast<char*>(d->data), seg.length);
   }
   ReleaseArrival();
@@ -159,8 +155,8 @@ bool Conn::ParseHelloFromBuffer(size_t* need) {
     case ParseResult::kNeedMore:
       return false;
     case ParseResult::kError:
-      Fail(error.code, Format("tcp: connection with %s: %s", peer_.c_str(),
-                              error.message.c_str()));
+      Fail(error.code,
+           Format("tcp: connection with %s: %s", peer_.c_str(), error.message.c_str()));
       return true;
     case ParseResult::kDone:
       break;
@@ -178,13 +174,13 @@ bool Conn::ParseMessageFromBuffer(size_t* need) {
     return false;
   }
   Status error;
-  switch (ParseMessage(rx_.data(), rx_.size(), ctx_->receive_limits(),
-                       &arrival_segments_, &arrival_, need, &error)) {
+  switch (ParseMessage(rx_.data(), rx_.size(), ctx_->receive_limits(), &arrival_segments_,
+                       &arrival_, need, &error)) {
     case ParseResult::kNeedMore:
       return false;
     case ParseResult::kError:
-      Fail(error.code, Format("tcp: malformed frame from %s: %s",
-                              peer_.c_str(), error.message.c_str()));
+      Fail(error.code, Format("tcp: malformed frame from %s: %s", peer_.c_str(),
+                              error.message.c_str()));
       return true;
     case ParseResult::kDone:
       break;
@@ -216,9 +212,8 @@ void Conn::PrimeForBusyPoll() {
   // waits left the connection idle. Costs a failing sendmsg() per spin,
   // only while something is waiting to be sent.
   if (tx_blocked_ && !tx_.Empty()) tx_blocked_ = false;
-  if (rx_state_ == RxState::kFrame && rx_enabled_ && rx_.size() == 0 &&
-      !scheduled && (tx_.Empty() || tx_blocked_) &&
-      rx_.PrepareRead(read_ahead_)) {
+  if (rx_state_ == RxState::kFrame && rx_enabled_ && rx_.size() == 0 && !scheduled &&
+      (tx_.Empty() || tx_blocked_) && rx_.PrepareRead(read_ahead_)) {
     // The idle spin: waiting for the next message with nothing else to do.
     // One recv() straight into the receive buffer, as ReadMore() would
     // make it; Service() (the parser, the rest of the state machine) runs
@@ -288,8 +283,8 @@ bool Conn::ReadMore(size_t need, size_t* budget) {
       rx_ready_ = false;
       return false;
     }
-    Fail(StatusForIoErrno(err), Format("tcp: receiving from %s failed: %s",
-                                       peer_.c_str(), ErrnoText(err).c_str()));
+    Fail(StatusForIoErrno(err), Format("tcp: receiving from %s failed: %s", peer_.c_str(),
+                                       ErrnoText(err).c_str()));
     return false;
   }
 }
@@ -300,11 +295,10 @@ bool Conn::ContinuePlacement(size_t* budget) {
     if (fd_ < 0) {
       ferry_status_t status =
           broken_status_ != FERRY_OK ? broken_status_ : FERRY_PEER_GONE;
-      FinishPlacement(
-          status, Format("%s (message cut short: %llu of %llu payload bytes "
-                         "never arrived)",
-                         broken_message_.c_str(), ULL(placement_.remaining()),
-                         ULL(placement_.total())));
+      FinishPlacement(status, Format("%s (message cut short: %llu of %llu payload bytes "
+                                     "never arrived)",
+                                     broken_message_.c_str(), ULL(placement_.remaining()),
+                                     ULL(placement_.total())));
       return true;
     }
     if (!rx_ready_) return false;
@@ -314,9 +308,8 @@ bool Conn::ContinuePlacement(size_t* budget) {
     }
     iovec iov[kMaxReadIov + 1];
     bool covers_rest = false;
-    size_t count =
-        placement_.BuildIov(iov, kMaxReadIov, ctx_->drop_scratch(),
-                            Context::kDropScratchSize, &covers_rest);
+    size_t count = placement_.BuildIov(iov, kMaxReadIov, ctx_->drop_scratch(),
+                                       Context::kDropScratchSize, &covers_rest);
     // The buffer is empty here (TakeBuffered took it all). When this read
     // can finish the message, let it also pick up the start of the next.
     if (covers_rest && rx_.PrepareRead(0)) {
@@ -354,8 +347,7 @@ void Conn::FinishPlacement(ferry_status_t status, const std::string& message) {
     if (status == FERRY_OK) {
       ctx_->Emit(FERRY_EV_PLACE_DONE, this, place_user_data_);
     } else {
-      ctx_->EmitError(FERRY_EV_PLACE_DONE, this, place_user_data_, status,
-                      message);
+      ctx_->EmitError(FERRY_EV_PLACE_DONE, this, place_user_data_, status, message);
     }
   }
   placing_for_host_ = false;

@@ -5,10 +5,11 @@
 
 namespace ferry_tcp {
 
-RxBuffer::RxBuffer(size_t default_capacity)
-    : default_capacity_(default_capacity) {}
+RxBuffer::RxBuffer(size_t default_capacity) : default_capacity_(default_capacity) {}
 
-RxBuffer::~RxBuffer() { std::free(buf_); }
+RxBuffer::~RxBuffer() {
+  std::free(buf_);
+}
 
 bool RxBuffer::PrepareReadSlow(size_t total) {
   if (begin_ > 0) {

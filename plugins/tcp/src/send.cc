@@ -23,11 +23,10 @@ ferry_status_t Conn::Send(const ferry_send_args_t& args, Status* error) {
   }
   const Config& c = ctx_->config();
   if (tx_.size() >= c.max_pending_sends) {
-    return Report(
-        error, Error(FERRY_UNAVAILABLE,
-                     "tcp: %zu sends already pending on the connection to %s "
-                     "(max_pending_sends): call progress() and post again",
-                     tx_.size(), peer_.c_str()));
+    return Report(error, Error(FERRY_UNAVAILABLE,
+                               "tcp: %zu sends already pending on the connection to %s "
+                               "(max_pending_sends): call progress() and post again",
+                               tx_.size(), peer_.c_str()));
   }
   SendOp* op = ctx_->send_ops().Get();
   ferry_status_t code;
@@ -77,22 +76,19 @@ void Conn::FlushTx() {
       tx_.Flush(fd_, ctx_->iov_scratch(), ctx_->iov_scratch_size(),
                 [this](SendOp* op) { CompleteSend(op, FERRY_OK, kNoMessage); });
   if (r.error != 0) {
-    Fail(StatusForIoErrno(r.error),
-         Format("tcp: sending to %s failed: %s", peer_.c_str(),
-                ErrnoText(r.error).c_str()));
+    Fail(StatusForIoErrno(r.error), Format("tcp: sending to %s failed: %s", peer_.c_str(),
+                                           ErrnoText(r.error).c_str()));
     return;
   }
   tx_blocked_ = r.blocked;
 }
 
-void Conn::CompleteSend(SendOp* op, ferry_status_t status,
-                        const std::string& message) {
+void Conn::CompleteSend(SendOp* op, ferry_status_t status, const std::string& message) {
   if (!op->internal) {
     if (status == FERRY_OK) {
       ctx_->Emit(FERRY_EV_SEND_DONE, this, op->user_data);
     } else {
-      ctx_->EmitError(FERRY_EV_SEND_DONE, this, op->user_data, status,
-                      message);
+      ctx_->EmitError(FERRY_EV_SEND_DONE, this, op->user_data, status, message);
     }
   }
   ctx_->send_ops().Put(op);

@@ -55,9 +55,9 @@ class IovList {
 };
 
 struct SendOp {
-  SendOp* next = nullptr;    // queue link
-  void* user_data = nullptr; // returned in FERRY_EV_SEND_DONE
-  bool internal = false;     // the hello: completes without an event
+  SendOp* next = nullptr;     // queue link
+  void* user_data = nullptr;  // returned in FERRY_EV_SEND_DONE
+  bool internal = false;      // the hello: completes without an event
 
   std::unique_ptr<char[]> meta;
   size_t meta_capacity = 0;

@@ -2,7 +2,6 @@
 
 #include "ferry_plugin/log.h"
 
-
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,8 +26,7 @@ int OpenStreamSocket(int family, Status* err) {
 void ConfigureStreamSocket(int fd, const Config& config) {
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "TCP_NODELAY failed: %s",
-                     ErrnoText(errno).c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_WARN, "TCP_NODELAY failed: %s", ErrnoText(errno).c_str());
   }
 #ifdef SO_BUSY_POLL
   if (config.busy_poll && config.busy_poll_usec != 0) {
@@ -48,8 +46,7 @@ bool PeerIsLocal(int fd, const SocketAddress& peer) {
     const in_addr& a = reinterpret_cast<const sockaddr_in*>(&peer.storage)->sin_addr;
     if ((ntohl(a.s_addr) >> 24) == 127) return true;  // 127.0.0.0/8
   } else if (peer.family() == AF_INET6) {
-    const in6_addr& a =
-        reinterpret_cast<const sockaddr_in6*>(&peer.storage)->sin6_addr;
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&peer.storage)->sin6_addr;
     if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
     if (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127) return true;
   } else {
@@ -58,8 +55,7 @@ bool PeerIsLocal(int fd, const SocketAddress& peer) {
   // Our own interface address (a connection to this host's external
   // address is routed over loopback too).
   SocketAddress local;
-  if (!SocketName(fd, /*peer=*/false, &local).ok() ||
-      local.family() != peer.family()) {
+  if (!SocketName(fd, /*peer=*/false, &local).ok() || local.family() != peer.family()) {
     return false;
   }
   if (peer.family() == AF_INET) {
@@ -71,21 +67,19 @@ bool PeerIsLocal(int fd, const SocketAddress& peer) {
       &reinterpret_cast<const sockaddr_in6*>(&peer.storage)->sin6_addr);
 }
 
-uint32_t ApplySocketBuffers(int fd, const Config& config,
-                            const SocketAddress& peer) {
+uint32_t ApplySocketBuffers(int fd, const Config& config, const SocketAddress& peer) {
   // Setting a size turns the kernel's autotuning off for that buffer, so
   // only on request, or for a peer on this host (config.h says why).
   uint32_t size = config.socket_buffer_size;
-  if (size == 0 && config.loopback_socket_buffer_size != 0 &&
-      PeerIsLocal(fd, peer)) {
+  if (size == 0 && config.loopback_socket_buffer_size != 0 && PeerIsLocal(fd, peer)) {
     size = config.loopback_socket_buffer_size;
   }
   if (size == 0) return 0;
   int value = static_cast<int>(size);
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof value) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof value) != 0) {
-    FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "socket buffers of %u bytes not applied: %s",
-                     size, ErrnoText(errno).c_str());
+    FERRY_PLUGIN_LOG(FERRY_LOG_DEBUG, "socket buffers of %u bytes not applied: %s", size,
+                     ErrnoText(errno).c_str());
     return 0;
   }
   return size;

@@ -25,8 +25,7 @@ bool PeerIsLocal(int fd, const SocketAddress& peer);
 // SO_SNDBUF and SO_RCVBUF of a connected (or connecting) socket:
 // socket_buffer_size when set, else loopback_socket_buffer_size for a peer
 // on this host, else nothing (kernel autotuning). Returns the size set, or 0.
-uint32_t ApplySocketBuffers(int fd, const Config& config,
-                            const SocketAddress& peer);
+uint32_t ApplySocketBuffers(int fd, const Config& config, const SocketAddress& peer);
 
 // SO_ERROR, which also clears it.
 int TakeSocketError(int fd);

@@ -32,8 +32,7 @@ class TxQueue {
   // Writes as much as the socket takes. Each fully written op is popped and
   // passed to on_written(op), which owns it from then on.
   template <typename OnWritten>
-  FlushResult Flush(int fd, iovec* scratch, size_t max_iov,
-                    OnWritten&& on_written) {
+  FlushResult Flush(int fd, iovec* scratch, size_t max_iov, OnWritten&& on_written) {
     FlushResult result;
     while (head_ != nullptr) {
       size_t count = 0;
@@ -46,10 +45,8 @@ class TxQueue {
         for (size_t i = 0; i < count; ++i) want += msg.msg_iov[i].iov_len;
       } else {
         const size_t limit = gather_limit_ < max_iov ? gather_limit_ : max_iov;
-        for (SendOp* op = head_; op != nullptr && count < limit;
-             op = op->next) {
-          for (size_t i = op->iov_pos; i < op->iov.size() && count < limit;
-               ++i) {
+        for (SendOp* op = head_; op != nullptr && count < limit; op = op->next) {
+          for (size_t i = op->iov_pos; i < op->iov.size() && count < limit; ++i) {
             scratch[count++] = op->iov[i];
             want += op->iov[i].iov_len;
           }
@@ -59,8 +56,7 @@ class TxQueue {
       msg.msg_iovlen = count;
       // One piece (a small message, see EncodeMessage): send() skips
       // sendmsg()'s import of the msghdr and iovec array.
-      ssize_t n = count == 1 ? send(fd, msg.msg_iov[0].iov_base,
-                                    msg.msg_iov[0].iov_len,
+      ssize_t n = count == 1 ? send(fd, msg.msg_iov[0].iov_base, msg.msg_iov[0].iov_len,
                                     MSG_NOSIGNAL | MSG_DONTWAIT)
                              : sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {

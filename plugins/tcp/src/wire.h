@@ -58,8 +58,7 @@ constexpr uint32_t kMaxSegmentsLimit = 1000;
 // little-endian; a big-endian host swaps bytes on the way in and out.
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
     defined(__ORDER_BIG_ENDIAN__)
-constexpr bool kHostIsLittleEndian =
-    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+constexpr bool kHostIsLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ||
                   __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__,
               "ferry-tcp's wire code supports little- and big-endian hosts");
@@ -176,8 +175,7 @@ struct SegmentEntry {
   uint16_t flags = 0;
 };
 
-inline void EncodeSegment(const SegmentEntry& s,
-                          char out[kSegmentEntrySize]) {
+inline void EncodeSegment(const SegmentEntry& s, char out[kSegmentEntrySize]) {
   Put64(out + 0, s.length);
   Put32(out + 8, static_cast<uint32_t>(s.device_type));
   Put16(out + 12, s.device_id);

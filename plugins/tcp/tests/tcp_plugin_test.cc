@@ -23,7 +23,9 @@ namespace {
 
 namespace wire = ferry_tcp::wire;
 
-void* Cookie(uintptr_t v) { return reinterpret_cast<void*>(v); }
+void* Cookie(uintptr_t v) {
+  return reinterpret_cast<void*>(v);
+}
 
 std::string AsString(const std::vector<uint8_t>& v) {
   return std::string(v.begin(), v.end());
@@ -79,10 +81,8 @@ TEST(TcpPlugin, ListenAddressForms) {
     const char* address;
     const char* says;
   };
-  for (Bad bad : {Bad{"example.invalid:80", "numeric"},
-                  Bad{"::1:5000", "brackets"},
-                  Bad{"127.0.0.1:99999", "port"},
-                  Bad{"[::1", "']'"}}) {
+  for (Bad bad : {Bad{"example.invalid:80", "numeric"}, Bad{"::1:5000", "brackets"},
+                  Bad{"127.0.0.1:99999", "port"}, Bad{"[::1", "']'"}}) {
     ferry_listener_t* none = nullptr;
     ferry::Status st = e.t().Listen(bad.address, nullptr, &none);
     EXPECT_EQ(st.code(), FERRY_INVALID_ARGUMENT) << bad.address;
@@ -103,8 +103,7 @@ void RoundTrip(Endpoint* client, Endpoint* server, const Link& link) {
                                        Segment(big.data(), big.size())};
   ASSERT_TRUE(client->t().Send(link.client, SendArgs("request", segs, Cookie(1))).ok());
 
-  ASSERT_TRUE(PumpUntil({client, server},
-                        [&] { return server->Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(PumpUntil({client, server}, [&] { return server->Has(FERRY_EV_ARRIVAL); }));
   Event in = server->Take(FERRY_EV_ARRIVAL, link.server);
   EXPECT_EQ(in.header, "request");
   ASSERT_EQ(in.segments.size(), 2u);
@@ -117,7 +116,8 @@ void RoundTrip(Endpoint* client, Endpoint* server, const Link& link) {
   std::vector<uint8_t> landing(big.size());
   std::vector<ferry_place_dest_t> dests = {Dest(nullptr, 0),
                                            Dest(landing.data(), landing.size())};
-  ASSERT_TRUE(server->t().Place(link.server, PlaceArgs(in.msg_id, dests, Cookie(2))).ok());
+  ASSERT_TRUE(
+      server->t().Place(link.server, PlaceArgs(in.msg_id, dests, Cookie(2))).ok());
   ASSERT_TRUE(PumpUntil({client, server}, [&] {
     return server->Has(FERRY_EV_PLACE_DONE) && client->Has(FERRY_EV_SEND_DONE);
   }));
@@ -130,13 +130,12 @@ void RoundTrip(Endpoint* client, Endpoint* server, const Link& link) {
   EXPECT_EQ(sent.user_data, Cookie(1));
 
   ASSERT_TRUE(server->t().Send(link.server, SendArgs("reply", {}, Cookie(3))).ok());
-  ASSERT_TRUE(PumpUntil({client, server},
-                        [&] { return client->Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(PumpUntil({client, server}, [&] { return client->Has(FERRY_EV_ARRIVAL); }));
   Event reply = client->Take(FERRY_EV_ARRIVAL, link.client);
   EXPECT_EQ(reply.header, "reply");
   EXPECT_TRUE(client->t().Discard(link.client, reply.msg_id).ok());
-  ASSERT_TRUE(PumpUntil({client, server},
-                        [&] { return server->Has(FERRY_EV_SEND_DONE); }));
+  ASSERT_TRUE(
+      PumpUntil({client, server}, [&] { return server->Has(FERRY_EV_SEND_DONE); }));
   EXPECT_EQ(server->Take(FERRY_EV_SEND_DONE).user_data, Cookie(3));
 }
 
@@ -167,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(AddressFamilies, TcpFamily,
                          ::testing::Values("127.0.0.1:0", "[::1]:0"),
                          [](const auto& param_info) {
                            return std::string(param_info.param[0] == '[' ? "IPv6"
-                                                                   : "IPv4");
+                                                                         : "IPv4");
                          });
 
 TEST(TcpPlugin, BusyPollRoundTrip) {
@@ -181,15 +180,16 @@ TEST(TcpPlugin, BusyPollRoundTrip) {
   for (int i = 0; i < 2000; ++i) {
     std::vector<ferry_segment_t> segs = {Segment(payload.data(), payload.size())};
     ASSERT_TRUE(client.t().Send(link.client, SendArgs("", segs, nullptr)).ok());
-    ASSERT_TRUE(PumpUntil({&client, &server},
-                          [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+    ASSERT_TRUE(
+        PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
     Event ping = server.Take(FERRY_EV_ARRIVAL);
     ASSERT_EQ(ping.segments.at(0).bytes, AsString(payload));
     ASSERT_TRUE(server.t().Discard(link.server, ping.msg_id).ok());
     ASSERT_TRUE(server.t().Send(link.server, SendArgs("", segs, nullptr)).ok());
-    ASSERT_TRUE(PumpUntil({&client, &server},
-                          [&] { return client.Has(FERRY_EV_ARRIVAL); }));
-    ASSERT_TRUE(client.t().Discard(link.client, client.Take(FERRY_EV_ARRIVAL).msg_id).ok());
+    ASSERT_TRUE(
+        PumpUntil({&client, &server}, [&] { return client.Has(FERRY_EV_ARRIVAL); }));
+    ASSERT_TRUE(
+        client.t().Discard(link.client, client.Take(FERRY_EV_ARRIVAL).msg_id).ok());
     client.events().clear();
     server.events().clear();
   }
@@ -208,8 +208,8 @@ TEST(TcpPlugin, BusyPollLargeMessageStreamsThroughFullSocketBuffers) {
   std::vector<uint8_t> payload = Pattern(kSize, 11);
   std::vector<ferry_segment_t> segs = {Segment(payload.data(), kSize)};
   ASSERT_TRUE(client.t().Send(link.client, SendArgs("big", segs, Cookie(1))).ok());
-  ASSERT_TRUE(PumpUntil({&client, &server},
-                        [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(
+      PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
   Event in = server.Take(FERRY_EV_ARRIVAL);
   ASSERT_EQ(in.segments.size(), 1u);
   EXPECT_FALSE(in.segments[0].is_inline);
@@ -311,18 +311,17 @@ TEST(TcpPlugin, BusyPollServesConnectionsBeyondTheDirectlyReadOnes) {
       const std::string h = "ping " + std::to_string(i);
       ASSERT_TRUE(client.t().Send(links[i].client, SendArgs(h, {}, nullptr)).ok());
     }
-    ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
-      return server.Count(FERRY_EV_ARRIVAL) == kLinks;
-    }));
+    ASSERT_TRUE(PumpUntil({&client, &server},
+                          [&] { return server.Count(FERRY_EV_ARRIVAL) == kLinks; }));
     for (int i = 0; i < kLinks; ++i) {
       Event ping = server.Take(FERRY_EV_ARRIVAL, links[i].server);
       EXPECT_EQ(ping.header, "ping " + std::to_string(i));
       ASSERT_TRUE(server.t().Discard(links[i].server, ping.msg_id).ok());
-      ASSERT_TRUE(server.t().Send(links[i].server, SendArgs(ping.header, {}, nullptr)).ok());
+      ASSERT_TRUE(
+          server.t().Send(links[i].server, SendArgs(ping.header, {}, nullptr)).ok());
     }
-    ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
-      return client.Count(FERRY_EV_ARRIVAL) == kLinks;
-    }));
+    ASSERT_TRUE(PumpUntil({&client, &server},
+                          [&] { return client.Count(FERRY_EV_ARRIVAL) == kLinks; }));
     for (int i = 0; i < kLinks; ++i) {
       Event pong = client.Take(FERRY_EV_ARRIVAL, links[i].client);
       EXPECT_EQ(pong.header, "ping " + std::to_string(i));
@@ -362,8 +361,8 @@ TEST(TcpPlugin, LargeMessageLandsInTheReceiverBuffer) {
   std::vector<uint8_t> payload = Pattern(kSize, 3);
   std::vector<ferry_segment_t> segs = {Segment(payload.data(), kSize)};
   ASSERT_TRUE(client.t().Send(link.client, SendArgs("tensor", segs, nullptr)).ok());
-  ASSERT_TRUE(PumpUntil({&client, &server},
-                        [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(
+      PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
   Event in = server.Take(FERRY_EV_ARRIVAL);
   ASSERT_EQ(in.segments.size(), 1u);
   EXPECT_EQ(in.segments[0].length, kSize);
@@ -394,13 +393,15 @@ TEST(TcpPlugin, DiscardAndNullDestinationsSkipOnlyTheirBytes) {
   ASSERT_TRUE(client.t().Send(link.client, SendArgs("two", m2, nullptr)).ok());
   ASSERT_TRUE(client.t().Send(link.client, SendArgs("three", m2, nullptr)).ok());
 
-  ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(
+      PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
   Event one = server.Take(FERRY_EV_ARRIVAL);
   EXPECT_EQ(one.header, "one");
   ASSERT_TRUE(server.t().Discard(link.server, one.msg_id).ok());
   EXPECT_EQ(server.t().Discard(link.server, one.msg_id).code(), FERRY_INVALID_ARGUMENT);
 
-  ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(
+      PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
   Event two = server.Take(FERRY_EV_ARRIVAL);
   EXPECT_EQ(two.header, "two");
   std::vector<uint8_t> lb(b.size()), ld(d.size());
@@ -419,7 +420,8 @@ TEST(TcpPlugin, DiscardAndNullDestinationsSkipOnlyTheirBytes) {
   std::vector<uint8_t> lb3(b.size()), lc3(c.size()), ld3(d.size());
   dests = {Dest(lb3.data(), lb3.size()), Dest(lc3.data(), lc3.size()),
            Dest(ld3.data(), ld3.size())};
-  ASSERT_TRUE(server.t().Place(link.server, PlaceArgs(three.msg_id, dests, nullptr)).ok());
+  ASSERT_TRUE(
+      server.t().Place(link.server, PlaceArgs(three.msg_id, dests, nullptr)).ok());
   ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
     return server.Has(FERRY_EV_PLACE_DONE) && client.Count(FERRY_EV_SEND_DONE) == 3;
   }));
@@ -444,7 +446,8 @@ TEST(TcpPlugin, UnansweredArrivalHoldsBackTheSender) {
                     .Send(link.client, SendArgs(std::to_string(i), segs, Cookie(i + 1)))
                     .ok());
   }
-  ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(
+      PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
   // Not answering: the receiver stops reading, so the sender stalls.
   PumpFor({&client, &server}, std::chrono::milliseconds(300));
   EXPECT_EQ(server.Count(FERRY_EV_ARRIVAL), 1u);
@@ -459,7 +462,8 @@ TEST(TcpPlugin, UnansweredArrivalHoldsBackTheSender) {
       Event in = server.Take(FERRY_EV_ARRIVAL);
       EXPECT_EQ(in.header, std::to_string(next));
       std::vector<ferry_place_dest_t> dests = {Dest(landed[next].data(), kSize)};
-      EXPECT_TRUE(server.t().Place(link.server, PlaceArgs(in.msg_id, dests, nullptr)).ok());
+      EXPECT_TRUE(
+          server.t().Place(link.server, PlaceArgs(in.msg_id, dests, nullptr)).ok());
       ++next;
     }
     return server.Count(FERRY_EV_PLACE_DONE) == kMessages &&
@@ -484,7 +488,8 @@ TEST(TcpPlugin, BacklogOfSmallSendsBehindAFullSocketArrivesInOrder) {
   std::vector<uint8_t> big = Pattern(kBig, 7);
   std::vector<ferry_segment_t> big_seg = {Segment(big.data(), kBig)};
   ASSERT_TRUE(client.t().Send(link.client, SendArgs("big", big_seg, Cookie(1))).ok());
-  ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(
+      PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
   constexpr int kSmall = 20000;
   const std::vector<uint8_t> small = Pattern(48, 9);
   for (int i = 0; i < kSmall; ++i) {
@@ -493,13 +498,15 @@ TEST(TcpPlugin, BacklogOfSmallSendsBehindAFullSocketArrivesInOrder) {
                     .Send(link.client, SendArgs(std::to_string(i), segs, Cookie(i + 2)))
                     .ok());
   }
-  PumpFor({&client, &server}, std::chrono::milliseconds(100));  // spins on the full socket
+  PumpFor({&client, &server},
+          std::chrono::milliseconds(100));  // spins on the full socket
   EXPECT_EQ(client.Count(FERRY_EV_SEND_DONE), 0u);
 
   std::vector<uint8_t> landed(kBig);
   Event first = server.Take(FERRY_EV_ARRIVAL);
   std::vector<ferry_place_dest_t> dests = {Dest(landed.data(), kBig)};
-  ASSERT_TRUE(server.t().Place(link.server, PlaceArgs(first.msg_id, dests, nullptr)).ok());
+  ASSERT_TRUE(
+      server.t().Place(link.server, PlaceArgs(first.msg_id, dests, nullptr)).ok());
   int next = 0;
   ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
     while (server.Has(FERRY_EV_ARRIVAL)) {
@@ -585,15 +592,17 @@ std::vector<BadStream> BadStreams() {
        "max_header_size"},
       {"TooManySegments", HelloBytes() + Prefix(0, 1u << 30, 0), FERRY_DATA_LOSS,
        "max_segments"},
-      {"HugeMessage", HelloBytes() + Prefix(0, 0, uint64_t{1} << 62),
-       FERRY_DATA_LOSS, "max_message_size"},
+      {"HugeMessage", HelloBytes() + Prefix(0, 0, uint64_t{1} << 62), FERRY_DATA_LOSS,
+       "max_message_size"},
       {"LyingTable", HelloBytes() + lying_table, FERRY_DATA_LOSS, "payload"},
       {"FatInline", HelloBytes() + fat_inline, FERRY_DATA_LOSS, "inline"},
   };
 }
 
 INSTANTIATE_TEST_SUITE_P(Streams, TcpMalformed, ::testing::ValuesIn(BadStreams()),
-                         [](const auto& param_info) { return std::string(param_info.param.name); });
+                         [](const auto& param_info) {
+                           return std::string(param_info.param.name);
+                         });
 
 // --- what goes on the wire ------------------------------------------------------
 
@@ -614,17 +623,22 @@ TEST(TcpPlugin, FramesOnTheWireAreWhatWireHSays) {
   std::string h900(900, 'h');
   const char abc[] = "abc";
   // 1: three inline segments, one of them empty: one contiguous frame.
-  ASSERT_TRUE(server.t().Send(conn, SendArgs("hdr", {Segment(abc, 3),
-                                                     Segment(nullptr, 0),
-                                                     Segment(p100.data(), 100)},
-                                             Cookie(1))).ok());
+  ASSERT_TRUE(server.t()
+                  .Send(conn, SendArgs("hdr",
+                                       {Segment(abc, 3), Segment(nullptr, 0),
+                                        Segment(p100.data(), 100)},
+                                       Cookie(1)))
+                  .ok());
   // 2: a placed segment before an inline one: inline bytes go first.
-  ASSERT_TRUE(server.t().Send(conn, SendArgs("", {Segment(p20000.data(), 20000),
-                                                  Segment(p10.data(), 10)},
-                                             Cookie(2))).ok());
+  ASSERT_TRUE(
+      server.t()
+          .Send(conn,
+                SendArgs("", {Segment(p20000.data(), 20000), Segment(p10.data(), 10)},
+                         Cookie(2)))
+          .ok());
   // 3: all inline but above the one-buffer size.
-  ASSERT_TRUE(server.t().Send(conn, SendArgs(h900, {Segment(p200.data(), 200)},
-                                             Cookie(3))).ok());
+  ASSERT_TRUE(
+      server.t().Send(conn, SendArgs(h900, {Segment(p200.data(), 200)}, Cookie(3))).ok());
   std::string expected =
       FrameBytes("hdr", {{"abc", true}, {"", true}, {AsString(p100), true}}) +
       FrameBytes("", {{AsString(p20000), false}, {AsString(p10), true}}) +
@@ -638,8 +652,8 @@ TEST(TcpPlugin, FramesOnTheWireAreWhatWireHSays) {
   EXPECT_EQ(wire::Get32(got.data()), wire::kHelloMagic);
   EXPECT_TRUE(got.substr(wire::kHelloSize) == expected)
       << "the frames differ from FrameBytes()";
-  ASSERT_TRUE(PumpUntil({&server},
-                        [&] { return server.Count(FERRY_EV_SEND_DONE) == 3; }));
+  ASSERT_TRUE(
+      PumpUntil({&server}, [&] { return server.Count(FERRY_EV_SEND_DONE) == 3; }));
   server.t().Close(conn);
   ASSERT_TRUE(PumpUntil({&server}, [&] { return server.Has(FERRY_EV_CLOSED, conn); }));
   server.t().CloseListener(l);
@@ -676,7 +690,8 @@ TEST(TcpPlugin, PeerClosingMidPayloadFailsThePlacement) {
   Event placed = server.Take(FERRY_EV_PLACE_DONE, conn);
   EXPECT_EQ(placed.status, FERRY_PEER_GONE);
   EXPECT_EQ(placed.user_data, Cookie(5));
-  EXPECT_NE(placed.message.find("middle of a message"), std::string::npos) << placed.message;
+  EXPECT_NE(placed.message.find("middle of a message"), std::string::npos)
+      << placed.message;
   EXPECT_EQ(server.Take(FERRY_EV_CONN_BROKEN, conn).status, FERRY_PEER_GONE);
   server.t().Close(conn);
   ASSERT_TRUE(PumpUntil({&server}, [&] { return server.Has(FERRY_EV_CLOSED, conn); }));
@@ -728,7 +743,8 @@ TEST(TcpPlugin, PeerClosingFailsPendingSendsWithoutSigpipe) {
   }
   Event broken = client.Take(FERRY_EV_CONN_BROKEN);
   EXPECT_EQ(broken.status, FERRY_PEER_GONE);
-  EXPECT_NE(broken.message.find(raw_listener.address()), std::string::npos) << broken.message;
+  EXPECT_NE(broken.message.find(raw_listener.address()), std::string::npos)
+      << broken.message;
   ferry::Status st = client.t().Send(conn, SendArgs("c", {}, nullptr));
   EXPECT_EQ(st.code(), FERRY_PEER_GONE) << st.message();
   client.t().Close(conn);
@@ -737,7 +753,10 @@ TEST(TcpPlugin, PeerClosingFailsPendingSendsWithoutSigpipe) {
 
 TEST(TcpPlugin, ConnectToAClosedPortIsUnavailable) {
   std::string address;
-  { RawListener gone; address = gone.address(); }  // bound, then closed
+  {
+    RawListener gone;
+    address = gone.address();
+  }  // bound, then closed
   Endpoint client;
   ferry_conn_t* conn = nullptr;
   ASSERT_TRUE(client.t().Connect(address, Cookie(9), &conn).ok());
@@ -854,19 +873,22 @@ TEST(TcpPlugin, BadPlacesAreRefusedAndTheArrivalStaysAnswerable) {
   std::vector<uint8_t> big = Pattern(100000, 8);
   std::vector<ferry_segment_t> segs = {Segment(big.data(), big.size())};
   ASSERT_TRUE(client.t().Send(link.client, SendArgs("", segs, nullptr)).ok());
-  ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
+  ASSERT_TRUE(
+      PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_ARRIVAL); }));
   Event in = server.Take(FERRY_EV_ARRIVAL);
 
   std::vector<uint8_t> small(10), landing(big.size());
   std::vector<ferry_place_dest_t> too_small = {Dest(small.data(), small.size())};
-  ferry::Status st = server.t().Place(link.server, PlaceArgs(in.msg_id, too_small, nullptr));
+  ferry::Status st =
+      server.t().Place(link.server, PlaceArgs(in.msg_id, too_small, nullptr));
   EXPECT_EQ(st.code(), FERRY_INVALID_ARGUMENT);
   EXPECT_NE(st.message().find("holds 10 bytes"), std::string::npos) << st.message();
 
   std::vector<ferry_place_dest_t> ok = {Dest(landing.data(), landing.size())};
   st = server.t().Place(link.server, PlaceArgs(in.msg_id + 1, ok, nullptr));
   EXPECT_EQ(st.code(), FERRY_INVALID_ARGUMENT) << st.message();
-  EXPECT_EQ(server.t().Discard(link.server, in.msg_id + 1).code(), FERRY_INVALID_ARGUMENT);
+  EXPECT_EQ(server.t().Discard(link.server, in.msg_id + 1).code(),
+            FERRY_INVALID_ARGUMENT);
   std::vector<ferry_place_dest_t> two = {ok[0], ok[0]};
   EXPECT_EQ(server.t().Place(link.server, PlaceArgs(in.msg_id, two, nullptr)).code(),
             FERRY_INVALID_ARGUMENT);
@@ -877,8 +899,10 @@ TEST(TcpPlugin, BadPlacesAreRefusedAndTheArrivalStaysAnswerable) {
 
   ASSERT_TRUE(server.t().Place(link.server, PlaceArgs(in.msg_id, ok, Cookie(4))).ok());
   EXPECT_EQ(server.t().Place(link.server, PlaceArgs(in.msg_id, ok, nullptr)).code(),
-            FERRY_INVALID_ARGUMENT) << "answered twice";
-  ASSERT_TRUE(PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_PLACE_DONE); }));
+            FERRY_INVALID_ARGUMENT)
+      << "answered twice";
+  ASSERT_TRUE(
+      PumpUntil({&client, &server}, [&] { return server.Has(FERRY_EV_PLACE_DONE); }));
   EXPECT_EQ(server.Count(FERRY_EV_PLACE_DONE), 1u);
   EXPECT_EQ(landing, big);
   CloseLink(&client, &server, link);
@@ -970,12 +994,14 @@ TEST(TcpPlugin, ManyConnectionsAndContextsLeaveNoFdsBehind) {
     std::vector<ferry_conn_t*> conns(kConns);
     for (int i = 0; i < kConns; ++i) {
       ASSERT_TRUE(client.t().Connect(address, Cookie(i + 1), &conns[i]).ok());
-      ASSERT_TRUE(client.t().Send(conns[i], SendArgs(std::to_string(i), {}, nullptr)).ok());
+      ASSERT_TRUE(
+          client.t().Send(conns[i], SendArgs(std::to_string(i), {}, nullptr)).ok());
     }
     std::vector<ferry_conn_t*> accepted;
     int arrivals = 0;
     ASSERT_TRUE(PumpUntil({&client, &server}, [&] {
-      while (server.Has(FERRY_EV_ACCEPTED)) accepted.push_back(server.Take(FERRY_EV_ACCEPTED).conn);
+      while (server.Has(FERRY_EV_ACCEPTED))
+        accepted.push_back(server.Take(FERRY_EV_ACCEPTED).conn);
       while (server.Has(FERRY_EV_ARRIVAL)) {
         Event in = server.Take(FERRY_EV_ARRIVAL);
         EXPECT_TRUE(server.t().Discard(in.conn, in.msg_id).ok());

@@ -41,7 +41,8 @@ ferry::testkit::Endpoint::Options TcpOptions(uint32_t flags) {
 
 }  // namespace
 
-Endpoint::Endpoint(uint32_t flags) : ferry::testkit::Endpoint(TcpPlugin(), TcpOptions(flags)) {
+Endpoint::Endpoint(uint32_t flags)
+    : ferry::testkit::Endpoint(TcpPlugin(), TcpOptions(flags)) {
   if (!ok()) throw std::runtime_error("tcp init failed: " + status().ToString());
 }
 
@@ -59,7 +60,9 @@ std::vector<uint8_t> Pattern(size_t size, uint32_t seed) {
 
 // --- raw sockets -------------------------------------------------------------
 
-RawSocket::~RawSocket() { Close(); }
+RawSocket::~RawSocket() {
+  Close();
+}
 
 void RawSocket::Close() {
   if (fd_ >= 0) ::close(fd_);
@@ -82,8 +85,7 @@ RawSocket RawSocket::ConnectTo(const std::string& address) {
 void RawSocket::SendAll(const std::string& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done,
-                       MSG_NOSIGNAL);
+    ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     ASSERT_GT(n, 0) << std::strerror(errno);
     done += static_cast<size_t>(n);
@@ -116,7 +118,9 @@ RawListener::RawListener() {
   address_ = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
 }
 
-RawListener::~RawListener() { ::close(fd_); }
+RawListener::~RawListener() {
+  ::close(fd_);
+}
 
 RawSocket RawListener::Accept() {
   int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -145,16 +149,14 @@ std::string FrameBytes(const std::string& header,
   p.header_len = static_cast<uint32_t>(header.size());
   p.num_segments = static_cast<uint32_t>(segments.size());
   for (const RawSegment& s : segments) p.payload_bytes += s.bytes.size();
-  std::string out(wire::kPrefixSize + segments.size() * wire::kSegmentEntrySize,
-                  '\0');
+  std::string out(wire::kPrefixSize + segments.size() * wire::kSegmentEntrySize, '\0');
   wire::EncodePrefix(p, out.data());
   for (size_t i = 0; i < segments.size(); ++i) {
     wire::SegmentEntry e;
     e.length = segments[i].bytes.size();
     e.device_type = FERRY_DEVICE_CPU;
     e.flags = segments[i].is_inline ? wire::kSegmentInline : 0;
-    wire::EncodeSegment(e, out.data() + wire::kPrefixSize +
-                               i * wire::kSegmentEntrySize);
+    wire::EncodeSegment(e, out.data() + wire::kPrefixSize + i * wire::kSegmentEntrySize);
   }
   out += header;
   for (const RawSegment& s : segments) {
