@@ -54,8 +54,7 @@ Status Agent::StartImpl() {
   MakeEngine();
   Status s = engine_->Start();
   if (!s.ok()) return s;
-  incoming_ = std::make_unique<IncomingCalls>(options_, stopped_, weak_from_this(),
-                                              *engine_, *rrefs_, *codec_, members_);
+  incoming_ = std::make_unique<IncomingCalls>(Parts());
 
   self_.name = options_.name;
   self_.endpoints = engine_->endpoints();
@@ -78,6 +77,11 @@ Status Agent::StartImpl() {
   return Status::Ok();
 }
 
+WorkerParts Agent::Parts() {
+  return WorkerParts{options_, stopped_, weak_from_this(), *engine_,
+                     *rrefs_,  *codec_,  members_};
+}
+
 void Agent::MakeEngine() {
   EngineOptions eo;
   eo.job = options_.job;
@@ -98,8 +102,7 @@ void Agent::MakeEngine() {
   rrefs_ = std::make_shared<RRefContext>(std::move(hooks));
   rref_messenger_ = std::make_unique<RRefMessenger>(*engine_, *rrefs_);
   codec_ = std::make_unique<ValueCodec>(*rrefs_);
-  calls_ = std::make_unique<OutgoingCalls>(options_, stopped_, weak_from_this(), *engine_,
-                                           *rrefs_, *codec_, members_);
+  calls_ = std::make_unique<OutgoingCalls>(Parts());
 }
 
 StatusOr<wire::StoreJoined> Agent::JoinStore() {

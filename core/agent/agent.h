@@ -28,6 +28,7 @@
 #include "agent/outgoing_calls.h"
 #include "agent/rref_messenger.h"
 #include "agent/value_codec.h"
+#include "agent/worker_parts.h"
 #include "common/status.h"
 #include "engine/engine.h"
 #include "membership/member_table.h"
@@ -105,6 +106,8 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   Status StartImpl();
   // Makes the engine, the RRef context and the parts that need only them.
   void MakeEngine();
+  // What the call tables share of this worker (worker_parts.h).
+  WorkerParts Parts();
   // Hosts the job's store or becomes a client of it, and joins it.
   StatusOr<wire::StoreJoined> JoinStore();
   // The periodic jobs: call deadlines, acknowledgements, RRef retries.

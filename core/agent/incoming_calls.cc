@@ -10,18 +10,9 @@ namespace {
 constexpr const char* kLog = "agent";
 }
 
-IncomingCalls::IncomingCalls(const AgentOptions& options,
-                             const std::atomic<bool>& stopped, std::weak_ptr<void> owner,
-                             Engine& engine, RRefContext& rrefs, ValueCodec& codec,
-                             const MemberTable& members)
-    : options_(options),
-      stopped_(stopped),
-      owner_(std::move(owner)),
-      engine_(engine),
-      rrefs_(rrefs),
-      codec_(codec),
-      members_(members),
-      executor_(std::make_unique<Executor>(std::max(1u, options.executor_threads))) {}
+IncomingCalls::IncomingCalls(WorkerParts parts)
+    : w_(std::move(parts)),
+      executor_(std::make_unique<Executor>(std::max(1u, w_.options.executor_threads))) {}
 
 // ---- registration -------------------------------------------------------------
 
@@ -40,7 +31,7 @@ Status IncomingCalls::Register(const std::string& function, Handler handler,
   for (const EarlyCall& c : early_calls_) {
     if (c.function != function) continue;
     // On the thread that pumps, as every call is dispatched.
-    engine_.AddTimer(std::chrono::milliseconds(0), [owner = owner_, this, function] {
+    w_.engine.AddTimer(std::chrono::milliseconds(0), [owner = w_.owner, this, function] {
       if (auto keep = owner.lock()) RedispatchEarlyCalls(function);
     });
     break;
@@ -89,10 +80,11 @@ void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
               "malformed request from worker id " + std::to_string(from.id) + " dropped");
     return;
   }
-  if (stopped_.load()) {
-    Respond(from, req.call_id,
-            Status(FERRY_UNAVAILABLE, "worker '" + options_.name + "' is shutting down"),
-            nullptr);
+  if (w_.stopped.load()) {
+    Respond(
+        from, req.call_id,
+        Status(FERRY_UNAVAILABLE, "worker '" + w_.options.name + "' is shutting down"),
+        nullptr);
     return;
   }
   if (req.call_kind == wire::CallKind::kFetch) {
@@ -106,27 +98,27 @@ void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
   if (req.call_kind == wire::CallKind::kRemote) {
     // Record the caller's fork and confirm it at once (the answer to a
     // remote() call is the owner's acknowledgement of {RRefId, ForkId}).
-    rrefs_.OwnerAddFork(req.rref, req.fork, from.id);
+    w_.rrefs.OwnerAddFork(req.rref, req.fork, from.id);
   }
-  auto value = codec_.Decode(from.id, req.value, msg);
+  auto value = w_.codec.Decode(from.id, req.value, msg);
   Status problem;
   if (found == Lookup::kUnknown) {
     problem = Status(FERRY_NOT_FOUND,
                      "no function '" + req.function + "' is registered on worker '" +
-                         options_.name +
+                         w_.options.name +
                          "' (registered: " + (known.empty() ? "none" : known) + ")");
   } else if (!value.ok()) {
     problem = value.status();
   }
   auto call = std::unique_ptr<IncomingCall>(new IncomingCall());
-  call->keepalive_ = owner_.lock();
+  call->keepalive_ = w_.owner.lock();
   call->calls_ = this;
   call->from_ = from;
   call->function_ = req.function;
   call->call_id_ = req.call_id;
   call->kind_ = req.call_kind;
   call->rref_ = req.rref;
-  call->caller_name_ = members_.NameOf(from.id);
+  call->caller_name_ = w_.members.NameOf(from.id);
   if (req.call_kind == wire::CallKind::kRemote) {
     Respond(from, req.call_id, Status::Ok(), nullptr);
   }
@@ -158,8 +150,8 @@ IncomingCalls::Lookup IncomingCalls::FindHandler(PeerKey from, const wire::Reque
 
 void IncomingCalls::ServeFetch(PeerKey from, const wire::Request& req) {
   const uint64_t call_id = req.call_id;
-  rrefs_.WhenReady(req.rref, [owner = owner_, this, from, call_id](
-                                 const Status& s, std::shared_ptr<Value> v) {
+  w_.rrefs.WhenReady(req.rref, [owner = w_.owner, this, from, call_id](
+                                   const Status& s, std::shared_ptr<Value> v) {
     auto keep = owner.lock();
     if (!keep) return;
     if (!s.ok())
@@ -192,12 +184,12 @@ void IncomingCalls::Respond(const PeerKey& to, uint64_t call_id, Status status,
   std::vector<wire::RRefRef> forks;
   Status s;
   if (status.ok() && value != nullptr) {
-    s = codec_.Encode(*value, to.id, &resp.value, msg.get(), &forks);
+    s = w_.codec.Encode(*value, to.id, &resp.value, msg.get(), &forks);
   } else if (status.ok() && shared) {
-    s = codec_.EncodeShared(shared, to.id, &resp.value, msg.get(), &forks);
+    s = w_.codec.EncodeShared(shared, to.id, &resp.value, msg.get(), &forks);
   }
   if (!s.ok()) {
-    for (const auto& f : forks) rrefs_.ForkAborted(f);
+    for (const auto& f : forks) w_.rrefs.ForkAborted(f);
     forks.clear();
     msg = std::make_unique<OutMessage>();
     msg->kind = wire::Kind::kResponse;
@@ -207,9 +199,9 @@ void IncomingCalls::Respond(const PeerKey& to, uint64_t call_id, Status status,
   }
   wire::Writer w = msg->BodyWriter();
   wire::Put(w, resp);
-  s = engine_.SendToMember(to.id, std::move(msg));
+  s = w_.engine.SendToMember(to.id, std::move(msg));
   if (!s.ok()) {
-    for (const auto& f : forks) rrefs_.ForkAborted(f);
+    for (const auto& f : forks) w_.rrefs.ForkAborted(f);
     FERRY_LOG(FERRY_LOG_DEBUG, kLog, "reply not sent: " + s.ToString());
   }
 }
@@ -221,8 +213,8 @@ Status IncomingCall::Reply(Value result) {
     return Status(FERRY_FAILED_PRECONDITION, "this call was answered already");
   }
   if (kind_ == wire::CallKind::kRemote) {
-    calls_->rrefs_.OwnerSetValue(rref_, Status::Ok(),
-                                 std::make_shared<Value>(std::move(result)));
+    calls_->w_.rrefs.OwnerSetValue(rref_, Status::Ok(),
+                                   std::make_shared<Value>(std::move(result)));
   } else {
     calls_->Respond(from_, call_id_, Status::Ok(), &result);
   }
@@ -236,7 +228,7 @@ Status IncomingCall::Fail(Status error) {
   }
   if (error.ok()) error = Status(FERRY_UNKNOWN, "the handler failed without a status");
   if (kind_ == wire::CallKind::kRemote) {
-    calls_->rrefs_.OwnerSetValue(rref_, error, nullptr);
+    calls_->w_.rrefs.OwnerSetValue(rref_, error, nullptr);
   } else {
     calls_->Respond(from_, call_id_, error, nullptr);
   }

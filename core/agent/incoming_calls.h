@@ -12,6 +12,7 @@
 #include "agent/executor.h"
 #include "agent/options.h"
 #include "agent/value_codec.h"
+#include "agent/worker_parts.h"
 #include "engine/engine.h"
 #include "membership/member_table.h"
 #include "rref/rref_context.h"
@@ -62,9 +63,7 @@ class IncomingCalls {
  public:
   // `owner`: what a call being served keeps alive (the agent, which owns
   // everything passed here). `stopped`: set once the worker shuts down.
-  IncomingCalls(const AgentOptions& options, const std::atomic<bool>& stopped,
-                std::weak_ptr<void> owner, Engine& engine, RRefContext& rrefs,
-                ValueCodec& codec, const MemberTable& members);
+  explicit IncomingCalls(WorkerParts parts);
 
   // `handler` owns the call: it must Reply or Fail it, now or later.
   using Handler = std::function<void(std::unique_ptr<IncomingCall> call, Value args)>;
@@ -121,13 +120,7 @@ class IncomingCalls {
   void Respond(const PeerKey& to, uint64_t call_id, Status status, Value* value,
                const std::shared_ptr<Value>& shared = nullptr);
 
-  const AgentOptions& options_;
-  const std::atomic<bool>& stopped_;
-  const std::weak_ptr<void> owner_;
-  Engine& engine_;
-  RRefContext& rrefs_;
-  ValueCodec& codec_;
-  const MemberTable& members_;
+  WorkerParts w_;
   std::unique_ptr<Executor> executor_;
   std::atomic<int> serving_{0};
 

@@ -20,39 +20,30 @@ uint32_t RemainingMs(steady_clock::time_point deadline) {
 
 }  // namespace
 
-OutgoingCalls::OutgoingCalls(const AgentOptions& options,
-                             const std::atomic<bool>& stopped, std::weak_ptr<void> owner,
-                             Engine& engine, RRefContext& rrefs, ValueCodec& codec,
-                             const MemberTable& members)
-    : options_(options),
-      stopped_(stopped),
-      owner_(std::move(owner)),
-      engine_(engine),
-      rrefs_(rrefs),
-      codec_(codec),
-      members_(members) {}
+OutgoingCalls::OutgoingCalls(WorkerParts parts) : w_(std::move(parts)) {}
 
 std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Request req,
                                              Value args, milliseconds timeout,
                                              OnSettled on_settled) {
-  auto future = std::make_shared<Future>(&engine_, owner_.lock());
+  auto future = std::make_shared<Future>(&w_.engine, w_.owner.lock());
   auto fail = [&](Status s) {
     if (on_settled) on_settled(s);
     future->Complete(std::move(s));
     return future;
   };
-  if (stopped_.load()) {
-    return fail(Status(FERRY_FAILED_PRECONDITION,
-                       "worker '" + options_.name + "' has shut down: start a new one"));
+  if (w_.stopped.load()) {
+    return fail(
+        Status(FERRY_FAILED_PRECONDITION,
+               "worker '" + w_.options.name + "' has shut down: start a new one"));
   }
-  if (timeout.count() == 0) timeout = options_.default_timeout;
+  if (timeout.count() == 0) timeout = w_.options.default_timeout;
   const auto deadline = steady_clock::now() + timeout;
-  auto target = members_.Resolve(to);
+  auto target = w_.members.Resolve(to);
   if (!target.ok()) return fail(target.status());
-  const uint64_t self = engine_.self_id();
+  const uint64_t self = w_.engine.self_id();
   if (target.value() == self && self != 0) {
     return fail(
-        Status(FERRY_INVALID_ARGUMENT, "a call from worker '" + options_.name +
+        Status(FERRY_INVALID_ARGUMENT, "a call from worker '" + w_.options.name +
                                            "' to itself: call the function directly"));
   }
   PendingCall pc;
@@ -70,7 +61,7 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
   req.timeout_ms = RemainingMs(deadline);
   Status s = BuildMessage(pc, std::move(req), std::move(args));
   if (!s.ok()) {
-    for (const auto& f : pc.forks) rrefs_.ForkAborted(f);
+    for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);
     // on_settled is not called on this path, so a remote() whose arguments
     // cannot be encoded keeps its fork unconfirmed: a known gap, left for a
     // change of behaviour of its own.
@@ -90,7 +81,7 @@ Status OutgoingCalls::BuildMessage(PendingCall& pc, wire::Request req, Value arg
   auto msg = std::make_unique<OutMessage>();
   msg->kind = wire::Kind::kRequest;
   if (pc.to != 0) {
-    Status s = codec_.Encode(args, pc.to, &req.value, msg.get(), &pc.forks);
+    Status s = w_.codec.Encode(args, pc.to, &req.value, msg.get(), &pc.forks);
     if (!s.ok()) return s;
     wire::Writer w = msg->BodyWriter();
     wire::Put(w, req);
@@ -99,8 +90,8 @@ Status OutgoingCalls::BuildMessage(PendingCall& pc, wire::Request req, Value arg
     auto held = std::make_shared<Value>(std::move(args));
     auto req_copy = std::make_shared<wire::Request>(std::move(req));
     msg->keepalive = std::shared_ptr<void>(held, held.get());
-    msg->deferred = [codec = &codec_, held, req_copy](uint64_t dest, OutMessage* m,
-                                                      std::vector<wire::RRefRef>* forks) {
+    msg->deferred = [codec = &w_.codec, held, req_copy](
+                        uint64_t dest, OutMessage* m, std::vector<wire::RRefRef>* forks) {
       Status s = codec->Encode(*held, dest, &req_copy->value, m, forks);
       if (!s.ok()) return s;
       wire::Writer w = m->BodyWriter();
@@ -132,9 +123,9 @@ void OutgoingCalls::SendPending(uint64_t call_id) {
     if (it != calls_.end())
       it->second.forks = made;
     else
-      for (const auto& f : made) rrefs_.ForkAborted(f);
+      for (const auto& f : made) w_.rrefs.ForkAborted(f);
   }
-  if (s.ok()) s = engine_.SendToMember(to, std::move(msg));
+  if (s.ok()) s = w_.engine.SendToMember(to, std::move(msg));
   if (s.ok()) return;
   PendingCall pc;
   {
@@ -144,7 +135,7 @@ void OutgoingCalls::SendPending(uint64_t call_id) {
     pc = std::move(it->second);
     calls_.erase(it);
   }
-  for (const auto& f : pc.forks) rrefs_.ForkAborted(f);
+  for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);
   if (pc.on_settled) pc.on_settled(s);
   pc.future->Complete(s);
 }
@@ -180,7 +171,7 @@ void OutgoingCalls::OnResponse(PeerKey from, InMessage& msg) {
     pc = std::move(it->second);
     calls_.erase(it);
   }
-  auto value = codec_.Decode(from.id, resp.value, msg);
+  auto value = w_.codec.Decode(from.id, resp.value, msg);
   Status status = resp.status == FERRY_OK ? (value.ok() ? Status::Ok() : value.status())
                                           : Status(resp.status, resp.message);
   if (pc.on_settled) pc.on_settled(resp.status == FERRY_OK ? Status::Ok() : status);
@@ -208,16 +199,16 @@ void OutgoingCalls::ExpireDue() {
     }
   }
   for (auto& pc : expired) {
-    Status s = pc.to == 0 ? Status(FERRY_NOT_FOUND, "no worker named '" + pc.to_name +
-                                                        "' joined job '" + options_.job +
-                                                        "' before the call's deadline")
+    Status s = pc.to == 0 ? Status(FERRY_NOT_FOUND,
+                                   "no worker named '" + pc.to_name + "' joined job '" +
+                                       w_.options.job + "' before the call's deadline")
                           : Status(FERRY_DEADLINE_EXCEEDED,
                                    "no reply from worker '" + pc.to_name +
                                        "' before the deadline "
                                        "(raise the timeout if the function is slow)");
     if (pc.to == 0) {
       // Never sent: its RRef forks are undone with the unsent message.
-      for (const auto& f : pc.forks) rrefs_.ForkAborted(f);
+      for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);
     }
     if (pc.on_settled) pc.on_settled(s);
     pc.future->Complete(s);

@@ -9,6 +9,7 @@
 #include "agent/future.h"
 #include "agent/options.h"
 #include "agent/value_codec.h"
+#include "agent/worker_parts.h"
 #include "engine/engine.h"
 #include "membership/member_table.h"
 #include "rref/rref_context.h"
@@ -31,9 +32,7 @@ class OutgoingCalls {
  public:
   // `owner`: what a future keeps alive (the agent, which owns everything
   // passed here). `stopped`: set once the worker shuts down.
-  OutgoingCalls(const AgentOptions& options, const std::atomic<bool>& stopped,
-                std::weak_ptr<void> owner, Engine& engine, RRefContext& rrefs,
-                ValueCodec& codec, const MemberTable& members);
+  explicit OutgoingCalls(WorkerParts parts);
 
   // Called once with a call's outcome, before its future completes (remote()
   // confirms or abandons its fork with it).
@@ -70,13 +69,7 @@ class OutgoingCalls {
   Status BuildMessage(PendingCall& pc, wire::Request req, Value args);
   void SendPending(uint64_t call_id);
 
-  const AgentOptions& options_;
-  const std::atomic<bool>& stopped_;
-  const std::weak_ptr<void> owner_;
-  Engine& engine_;
-  RRefContext& rrefs_;
-  ValueCodec& codec_;
-  const MemberTable& members_;
+  WorkerParts w_;
 
   std::mutex mu_;  // everything below
   std::map<uint64_t, PendingCall> calls_;
