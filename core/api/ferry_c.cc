@@ -112,87 +112,90 @@ const char* ferry_status_name(ferry_status_t code) {
   return ferry::StatusCodeName(code);
 }
 
-ferry_status_t ferry_worker_start(const ferry_worker_options_t* o,
-                                  ferry_worker_t** out){FERRY_API_GUARD({
-  if (o == nullptr || out == nullptr) {
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_worker_start: options and out are required");
-  }
-  if (o->struct_size < FERRY_STRUCT_SIZE(ferry_worker_options_t, secret)) {
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_worker_options_t.struct_size is too small: set it to "
-                "FERRY_WORKER_OPTIONS_STRUCT_SIZE");
-  }
-  ferry::AgentOptions ao;
-  ao.name = o->name ? o->name : "";
-  ao.job = o->job ? o->job : EnvOr("FERRY_JOB", "default");
-  const std::string transport =
-      o->transport ? o->transport : EnvOr("FERRY_TRANSPORT", "tcp");
-  bool auto_select = false;
-  ao.transports.clear();
-  if (transport == "auto") {
-    auto_select = true;
-    ferry::PluginLoader loader;
-    for (const auto& p : loader.LoadAll()) {
-      if (p->name() != "chaos") ao.transports.push_back(p->name());
+ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_t** out) {
+  FERRY_API_GUARD({
+    if (o == nullptr || out == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_worker_start: options and out are required");
     }
-  } else {
-    std::stringstream ss(transport);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      if (!item.empty()) ao.transports.push_back(item);
+    if (o->struct_size < FERRY_STRUCT_SIZE(ferry_worker_options_t, secret)) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_worker_options_t.struct_size is too small: set it to "
+                  "FERRY_WORKER_OPTIONS_STRUCT_SIZE");
     }
-  }
-  if (ao.transports.empty()) {
-    return Fail(FERRY_NOT_FOUND, "no transport plugin to use (transport '" + transport +
-                                     "'): run `ferry info` to see what is found");
-  }
-  ao.store_address = o->store_address ? o->store_address : EnvOr("FERRY_STORE", "");
-  ao.host_store = (o->flags & FERRY_WORKER_HOST_STORE) != 0;
-  ao.busy_poll = (o->flags & FERRY_WORKER_BUSY_POLL) != 0;
-  if (o->secret != nullptr) {
-    ao.secret = o->secret;
-  } else if (const char* file = std::getenv("FERRY_SECRET_FILE"); file && *file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      return Fail(FERRY_NOT_FOUND, std::string("FERRY_SECRET_FILE=") + file +
-                                       " cannot be read: check the path and permissions");
+    ferry::AgentOptions ao;
+    ao.name = o->name ? o->name : "";
+    ao.job = o->job ? o->job : EnvOr("FERRY_JOB", "default");
+    const std::string transport =
+        o->transport ? o->transport : EnvOr("FERRY_TRANSPORT", "tcp");
+    bool auto_select = false;
+    ao.transports.clear();
+    if (transport == "auto") {
+      auto_select = true;
+      ferry::PluginLoader loader;
+      for (const auto& p : loader.LoadAll()) {
+        if (p->name() != "chaos") ao.transports.push_back(p->name());
+      }
+    } else {
+      std::stringstream ss(transport);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (!item.empty()) ao.transports.push_back(item);
+      }
     }
-    std::stringstream buf;
-    buf << in.rdbuf();
-    ao.secret = buf.str();
-    while (!ao.secret.empty() && (ao.secret.back() == '\n' || ao.secret.back() == '\r')) {
-      ao.secret.pop_back();
+    if (ao.transports.empty()) {
+      return Fail(FERRY_NOT_FOUND, "no transport plugin to use (transport '" + transport +
+                                       "'): run `ferry info` to see what is found");
     }
-  } else {
-    ao.secret = EnvOr("FERRY_SECRET", "");
-  }
-  if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, default_timeout_ms) &&
-      o->default_timeout_ms) {
-    ao.default_timeout = Ms(o->default_timeout_ms);
-  }
-  if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, peer_timeout_ms) &&
-      o->peer_timeout_ms) {
-    ao.peer_timeout = Ms(o->peer_timeout_ms);
-  }
-  if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, join_timeout_ms) &&
-      o->join_timeout_ms) {
-    ao.join_timeout = Ms(o->join_timeout_ms);
-  }
-  if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, executor_threads) &&
-      o->executor_threads) {
-    ao.executor_threads = o->executor_threads;
-  }
-  ao.auto_select = auto_select;
-  auto agent = Agent::Start(std::move(ao));
-  if (!agent.ok()) return Fail(agent.status());
-  auto* w = new ferry_worker();
-  w->agent = agent.value();
-  w->name = w->agent->name();
-  w->store_address = w->agent->store_address();
-  *out = w;
-  return Ok();
-})}
+    ao.store_address = o->store_address ? o->store_address : EnvOr("FERRY_STORE", "");
+    ao.host_store = (o->flags & FERRY_WORKER_HOST_STORE) != 0;
+    ao.busy_poll = (o->flags & FERRY_WORKER_BUSY_POLL) != 0;
+    if (o->secret != nullptr) {
+      ao.secret = o->secret;
+    } else if (const char* file = std::getenv("FERRY_SECRET_FILE"); file && *file) {
+      std::ifstream in(file, std::ios::binary);
+      if (!in) {
+        return Fail(FERRY_NOT_FOUND,
+                    std::string("FERRY_SECRET_FILE=") + file +
+                        " cannot be read: check the path and permissions");
+      }
+      std::stringstream buf;
+      buf << in.rdbuf();
+      ao.secret = buf.str();
+      while (!ao.secret.empty() &&
+             (ao.secret.back() == '\n' || ao.secret.back() == '\r')) {
+        ao.secret.pop_back();
+      }
+    } else {
+      ao.secret = EnvOr("FERRY_SECRET", "");
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, default_timeout_ms) &&
+        o->default_timeout_ms) {
+      ao.default_timeout = Ms(o->default_timeout_ms);
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, peer_timeout_ms) &&
+        o->peer_timeout_ms) {
+      ao.peer_timeout = Ms(o->peer_timeout_ms);
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, join_timeout_ms) &&
+        o->join_timeout_ms) {
+      ao.join_timeout = Ms(o->join_timeout_ms);
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, executor_threads) &&
+        o->executor_threads) {
+      ao.executor_threads = o->executor_threads;
+    }
+    ao.auto_select = auto_select;
+    auto agent = Agent::Start(std::move(ao));
+    if (!agent.ok()) return Fail(agent.status());
+    auto* w = new ferry_worker();
+    w->agent = agent.value();
+    w->name = w->agent->name();
+    w->store_address = w->agent->store_address();
+    *out = w;
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_worker_shutdown(ferry_worker_t* w, uint32_t timeout_ms) {
   FERRY_API_GUARD({
@@ -221,34 +224,38 @@ const char* ferry_worker_store_address(const ferry_worker_t* w) {
 }
 
 ferry_status_t ferry_worker_members(ferry_worker_t* w, ferry_member_t* out,
-                                    uint32_t capacity, uint32_t* count){FERRY_API_GUARD({
-  if (w == nullptr || count == nullptr || (capacity > 0 && out == nullptr)) {
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_worker_members: worker, out and count needed");
-  }
-  // Strings must outlive the call: keep the last answer per thread.
-  static thread_local std::vector<ferry::MemberInfo> keep;
-  keep = w->agent->Members();
-  *count = static_cast<uint32_t>(keep.size());
-  for (uint32_t i = 0; i < capacity && i < keep.size(); ++i) {
-    out[i].struct_size = FERRY_MEMBER_STRUCT_SIZE;
-    out[i].state = static_cast<int32_t>(keep[i].state);
-    out[i].id = keep[i].id;
-    out[i].incarnation = keep[i].incarnation;
-    out[i].name = keep[i].name.c_str();
-    out[i].transport = keep[i].transport.c_str();
-  }
-  return Ok();
-})}
+                                    uint32_t capacity, uint32_t* count) {
+  FERRY_API_GUARD({
+    if (w == nullptr || count == nullptr || (capacity > 0 && out == nullptr)) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_worker_members: worker, out and count needed");
+    }
+    // Strings must outlive the call: keep the last answer per thread.
+    static thread_local std::vector<ferry::MemberInfo> keep;
+    keep = w->agent->Members();
+    *count = static_cast<uint32_t>(keep.size());
+    for (uint32_t i = 0; i < capacity && i < keep.size(); ++i) {
+      out[i].struct_size = FERRY_MEMBER_STRUCT_SIZE;
+      out[i].state = static_cast<int32_t>(keep[i].state);
+      out[i].id = keep[i].id;
+      out[i].incarnation = keep[i].incarnation;
+      out[i].name = keep[i].name.c_str();
+      out[i].transport = keep[i].transport.c_str();
+    }
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_wait_for_workers(ferry_worker_t* w, uint32_t n,
-                                      uint32_t timeout_ms){FERRY_API_GUARD({
-  if (w == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "worker is NULL");
-  return Fail(w->agent->WaitForWorkers(n, Ms(timeout_ms)));
-})}
+                                      uint32_t timeout_ms) {
+  FERRY_API_GUARD({
+    if (w == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "worker is NULL");
+    return Fail(w->agent->WaitForWorkers(n, Ms(timeout_ms)));
+  })
+}
 
-ferry_status_t
-    ferry_on_membership(ferry_worker_t* w, ferry_member_fn fn, void* user_data) {
+ferry_status_t ferry_on_membership(ferry_worker_t* w, ferry_member_fn fn,
+                                   void* user_data) {
   FERRY_API_GUARD({
     if (w == nullptr || fn == nullptr) {
       return Fail(FERRY_INVALID_ARGUMENT, "ferry_on_membership: worker and fn needed");
@@ -308,46 +315,51 @@ void ferry_message_release(ferry_message_t* m) {
 // ---- functions and calls ----------------------------------------------------
 
 ferry_status_t ferry_register(ferry_worker_t* w, const char* name, ferry_handler_fn fn,
-                              void* user_data, uint32_t flags){FERRY_API_GUARD({
-  if (w == nullptr || name == nullptr || fn == nullptr) {
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_register: worker, name and fn are required");
-  }
-  std::weak_ptr<Agent> weak = w->agent;
-  auto handler = [fn, user_data, weak](std::unique_ptr<ferry::IncomingCall> call,
-                                       Value args) {
-    auto* m = new ferry_message();
-    m->value = std::move(args);
-    m->agent = weak.lock();
-    // The call is the handler's now: it answers (and so frees) it.
-    fn(user_data, reinterpret_cast<ferry_call_t*>(call.release()), m);
-    delete m;
-  };
-  return Fail(w->agent->Register(name, std::move(handler),
-                                 (flags & FERRY_HANDLER_MAY_BLOCK) != 0));
-})}
+                              void* user_data, uint32_t flags) {
+  FERRY_API_GUARD({
+    if (w == nullptr || name == nullptr || fn == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_register: worker, name and fn are required");
+    }
+    std::weak_ptr<Agent> weak = w->agent;
+    auto handler = [fn, user_data, weak](std::unique_ptr<ferry::IncomingCall> call,
+                                         Value args) {
+      auto* m = new ferry_message();
+      m->value = std::move(args);
+      m->agent = weak.lock();
+      // The call is the handler's now: it answers (and so frees) it.
+      fn(user_data, reinterpret_cast<ferry_call_t*>(call.release()), m);
+      delete m;
+    };
+    return Fail(w->agent->Register(name, std::move(handler),
+                                   (flags & FERRY_HANDLER_MAY_BLOCK) != 0));
+  })
+}
 
-ferry_status_t ferry_call_reply(ferry_call_t* call,
-                                const ferry_payload_t* result){FERRY_API_GUARD({
-  if (call == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "call is NULL");
-  std::unique_ptr<ferry::IncomingCall> c(reinterpret_cast<ferry::IncomingCall*>(call));
-  auto v = ToValue(result);
-  if (!v.ok()) {
-    DropTensors(result);
-    c->Fail(Status(FERRY_INVALID_ARGUMENT,
-                   "the handler's result was invalid: " + v.status().message()));
-    return Fail(v.status());
-  }
-  return Fail(c->Reply(std::move(v.value())));
-})}
+ferry_status_t ferry_call_reply(ferry_call_t* call, const ferry_payload_t* result) {
+  FERRY_API_GUARD({
+    if (call == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "call is NULL");
+    std::unique_ptr<ferry::IncomingCall> c(reinterpret_cast<ferry::IncomingCall*>(call));
+    auto v = ToValue(result);
+    if (!v.ok()) {
+      DropTensors(result);
+      c->Fail(Status(FERRY_INVALID_ARGUMENT,
+                     "the handler's result was invalid: " + v.status().message()));
+      return Fail(v.status());
+    }
+    return Fail(c->Reply(std::move(v.value())));
+  })
+}
 
 ferry_status_t ferry_call_fail(ferry_call_t* call, ferry_status_t code,
-                               const char* message){FERRY_API_GUARD({
-  if (call == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "call is NULL");
-  std::unique_ptr<ferry::IncomingCall> c(reinterpret_cast<ferry::IncomingCall*>(call));
-  return Fail(
-      c->Fail(Status(code == FERRY_OK ? FERRY_UNKNOWN : code, message ? message : "")));
-})}
+                               const char* message) {
+  FERRY_API_GUARD({
+    if (call == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "call is NULL");
+    std::unique_ptr<ferry::IncomingCall> c(reinterpret_cast<ferry::IncomingCall*>(call));
+    return Fail(
+        c->Fail(Status(code == FERRY_OK ? FERRY_UNKNOWN : code, message ? message : "")));
+  })
+}
 
 uint64_t ferry_call_caller_id(const ferry_call_t* call) {
   return call ? reinterpret_cast<const ferry::IncomingCall*>(call)->caller_id() : 0;
@@ -359,68 +371,74 @@ const char* ferry_call_caller_name(const ferry_call_t* call) {
 
 ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to, const char* function,
                                const ferry_payload_t* args, uint32_t timeout_ms,
-                               ferry_future_t** out){FERRY_API_GUARD({
-  if (w == nullptr || to == nullptr || function == nullptr || out == nullptr) {
-    DropTensors(args);
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_rpc_async: worker, to, function and out are required");
-  }
-  auto v = ToValue(args);
-  if (!v.ok()) {
-    DropTensors(args);
-    return Fail(v.status());
-  }
-  auto* f = new ferry_future();
-  f->future = w->agent->Call(to, function, std::move(v.value()), Ms(timeout_ms));
-  f->agent = w->agent;
-  *out = f;
-  return Ok();
-})}
+                               ferry_future_t** out) {
+  FERRY_API_GUARD({
+    if (w == nullptr || to == nullptr || function == nullptr || out == nullptr) {
+      DropTensors(args);
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_rpc_async: worker, to, function and out are required");
+    }
+    auto v = ToValue(args);
+    if (!v.ok()) {
+      DropTensors(args);
+      return Fail(v.status());
+    }
+    auto* f = new ferry_future();
+    f->future = w->agent->Call(to, function, std::move(v.value()), Ms(timeout_ms));
+    f->agent = w->agent;
+    *out = f;
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_rpc_sync(ferry_worker_t* w, const char* to, const char* function,
                               const ferry_payload_t* args, uint32_t timeout_ms,
-                              ferry_message_t** result){FERRY_API_GUARD({
-  if (result == nullptr) {
-    DropTensors(args);
-    return Fail(FERRY_INVALID_ARGUMENT, "ferry_rpc_sync: result is required");
-  }
-  ferry_future_t* f = nullptr;
-  ferry_status_t s = ferry_rpc_async(w, to, function, args, timeout_ms, &f);
-  if (s != FERRY_OK) return s;
-  std::unique_ptr<ferry_future_t, void (*)(ferry_future_t*)> guard(f,
-                                                                   ferry_future_release);
-  // The call's own deadline ends it; the wait only needs to outlast it.
-  f->future->Wait(std::chrono::steady_clock::time_point::max());
-  auto v = f->future->Take();
-  if (!v.ok()) return Fail(v.status());
-  auto* m = new ferry_message();
-  m->value = std::move(v.value());
-  m->agent = w->agent;
-  *result = m;
-  return Ok();
-})}
+                              ferry_message_t** result) {
+  FERRY_API_GUARD({
+    if (result == nullptr) {
+      DropTensors(args);
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_rpc_sync: result is required");
+    }
+    ferry_future_t* f = nullptr;
+    ferry_status_t s = ferry_rpc_async(w, to, function, args, timeout_ms, &f);
+    if (s != FERRY_OK) return s;
+    std::unique_ptr<ferry_future_t, void (*)(ferry_future_t*)> guard(
+        f, ferry_future_release);
+    // The call's own deadline ends it; the wait only needs to outlast it.
+    f->future->Wait(std::chrono::steady_clock::time_point::max());
+    auto v = f->future->Take();
+    if (!v.ok()) return Fail(v.status());
+    auto* m = new ferry_message();
+    m->value = std::move(v.value());
+    m->agent = w->agent;
+    *result = m;
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_remote(ferry_worker_t* w, const char* to, const char* function,
                             const ferry_payload_t* args, uint32_t timeout_ms,
-                            ferry_rref_t** out){FERRY_API_GUARD({
-  if (w == nullptr || to == nullptr || function == nullptr || out == nullptr) {
-    DropTensors(args);
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_remote: worker, to, function and out are required");
-  }
-  auto v = ToValue(args);
-  if (!v.ok()) {
-    DropTensors(args);
-    return Fail(v.status());
-  }
-  auto h = w->agent->Remote(to, function, std::move(v.value()), Ms(timeout_ms));
-  if (!h.ok()) return Fail(h.status());
-  auto* r = new ferry_rref();
-  r->handle = h.value();
-  r->agent = w->agent;
-  *out = r;
-  return Ok();
-})}
+                            ferry_rref_t** out) {
+  FERRY_API_GUARD({
+    if (w == nullptr || to == nullptr || function == nullptr || out == nullptr) {
+      DropTensors(args);
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_remote: worker, to, function and out are required");
+    }
+    auto v = ToValue(args);
+    if (!v.ok()) {
+      DropTensors(args);
+      return Fail(v.status());
+    }
+    auto h = w->agent->Remote(to, function, std::move(v.value()), Ms(timeout_ms));
+    if (!h.ok()) return Fail(h.status());
+    auto* r = new ferry_rref();
+    r->handle = h.value();
+    r->agent = w->agent;
+    *out = r;
+    return Ok();
+  })
+}
 
 // ---- futures ----------------------------------------------------------------
 
@@ -450,19 +468,20 @@ ferry_status_t ferry_future_status(const ferry_future_t* f, const char** message
   return f->future->status().code();
 }
 
-ferry_status_t ferry_future_take(ferry_future_t* f,
-                                 ferry_message_t** out){FERRY_API_GUARD({
-  if (f == nullptr || out == nullptr) {
-    return Fail(FERRY_INVALID_ARGUMENT, "ferry_future_take: future and out needed");
-  }
-  auto v = f->future->Take();
-  if (!v.ok()) return Fail(v.status());
-  auto* m = new ferry_message();
-  m->value = std::move(v.value());
-  m->agent = f->agent;
-  *out = m;
-  return Ok();
-})}
+ferry_status_t ferry_future_take(ferry_future_t* f, ferry_message_t** out) {
+  FERRY_API_GUARD({
+    if (f == nullptr || out == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_future_take: future and out needed");
+    }
+    auto v = f->future->Take();
+    if (!v.ok()) return Fail(v.status());
+    auto* m = new ferry_message();
+    m->value = std::move(v.value());
+    m->agent = f->agent;
+    *out = m;
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn, void* user_data) {
   FERRY_API_GUARD({
@@ -524,38 +543,42 @@ void ferry_rref_ids(const ferry_rref_t* r, char* rref_id, char* fork_id,
 }
 
 ferry_status_t ferry_rref_to_here(ferry_rref_t* r, uint32_t timeout_ms,
-                                  ferry_message_t** out){FERRY_API_GUARD({
-  if (r == nullptr || out == nullptr) {
-    return Fail(FERRY_INVALID_ARGUMENT, "ferry_rref_to_here: rref and out needed");
-  }
-  auto f = r->agent->Fetch(r->handle, Ms(timeout_ms));
-  f->Wait(std::chrono::steady_clock::time_point::max());
-  auto v = f->Take();
-  if (!v.ok()) return Fail(v.status());
-  auto* m = new ferry_message();
-  m->value = std::move(v.value());
-  m->agent = r->agent;
-  *out = m;
-  return Ok();
-})}
+                                  ferry_message_t** out) {
+  FERRY_API_GUARD({
+    if (r == nullptr || out == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_rref_to_here: rref and out needed");
+    }
+    auto f = r->agent->Fetch(r->handle, Ms(timeout_ms));
+    f->Wait(std::chrono::steady_clock::time_point::max());
+    auto v = f->Take();
+    if (!v.ok()) return Fail(v.status());
+    auto* m = new ferry_message();
+    m->value = std::move(v.value());
+    m->agent = r->agent;
+    *out = m;
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_rref_local_value(ferry_rref_t* r, uint32_t timeout_ms, void** bytes,
                                       uint64_t* num_bytes, DLTensor** tensors,
-                                      uint32_t* num_tensors){FERRY_API_GUARD({
-  if (r == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "rref is NULL");
-  auto v = r->agent->LocalValue(*r->handle, Ms(timeout_ms));
-  if (!v.ok()) return Fail(v.status());
-  Value& val = *v.value();
-  if (bytes) *bytes = val.bytes.empty() ? nullptr : &val.bytes[0];
-  if (num_bytes) *num_bytes = val.bytes.size();
-  if (num_tensors) *num_tensors = static_cast<uint32_t>(val.tensors.size());
-  if (tensors) {
-    for (size_t i = 0; i < val.tensors.size(); ++i) {
-      tensors[i] = val.tensors[i] ? &val.tensors[i]->dl_tensor : nullptr;
+                                      uint32_t* num_tensors) {
+  FERRY_API_GUARD({
+    if (r == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "rref is NULL");
+    auto v = r->agent->LocalValue(*r->handle, Ms(timeout_ms));
+    if (!v.ok()) return Fail(v.status());
+    Value& val = *v.value();
+    if (bytes) *bytes = val.bytes.empty() ? nullptr : &val.bytes[0];
+    if (num_bytes) *num_bytes = val.bytes.size();
+    if (num_tensors) *num_tensors = static_cast<uint32_t>(val.tensors.size());
+    if (tensors) {
+      for (size_t i = 0; i < val.tensors.size(); ++i) {
+        tensors[i] = val.tensors[i] ? &val.tensors[i]->dl_tensor : nullptr;
+      }
     }
-  }
-  return Ok();
-})}
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_rref_set_local_value(ferry_rref_t* r, const ferry_payload_t* value) {
   FERRY_API_GUARD({

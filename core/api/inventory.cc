@@ -113,31 +113,35 @@ struct ferry_inventory {
 
 extern "C" {
 
-ferry_status_t ferry_inventory_create(ferry_inventory_t** out){FERRY_API_GUARD({
-  if (out == nullptr)
-    return Fail(FERRY_INVALID_ARGUMENT, "ferry_inventory_create: out is NULL");
-  auto inv = std::make_unique<ferry_inventory>();
-  inv->search_dirs = std::make_unique<StringList>(inv->loader.options().search_path);
-  *out = inv.release();
-  return Ok();
-})}
+ferry_status_t ferry_inventory_create(ferry_inventory_t** out) {
+  FERRY_API_GUARD({
+    if (out == nullptr)
+      return Fail(FERRY_INVALID_ARGUMENT, "ferry_inventory_create: out is NULL");
+    auto inv = std::make_unique<ferry_inventory>();
+    inv->search_dirs = std::make_unique<StringList>(inv->loader.options().search_path);
+    *out = inv.release();
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_inventory_load(ferry_inventory_t* inv, const char* name_or_path,
-                                    uint32_t* index){FERRY_API_GUARD({
-  if (inv == nullptr || name_or_path == nullptr) {
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_inventory_load: inventory and name needed");
-  }
-  std::lock_guard<std::mutex> lock(inv->mu);
-  auto plugin = inv->loader.Load(name_or_path);
-  if (!plugin.ok()) {
-    inv->Add({});
-    return Fail(plugin.status());
-  }
-  uint32_t at = inv->Add({plugin.value()});
-  if (index != nullptr) *index = at;
-  return Ok();
-})}
+                                    uint32_t* index) {
+  FERRY_API_GUARD({
+    if (inv == nullptr || name_or_path == nullptr) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_inventory_load: inventory and name needed");
+    }
+    std::lock_guard<std::mutex> lock(inv->mu);
+    auto plugin = inv->loader.Load(name_or_path);
+    if (!plugin.ok()) {
+      inv->Add({});
+      return Fail(plugin.status());
+    }
+    uint32_t at = inv->Add({plugin.value()});
+    if (index != nullptr) *index = at;
+    return Ok();
+  })
+}
 
 ferry_status_t ferry_inventory_load_all(ferry_inventory_t* inv) {
   FERRY_API_GUARD({
@@ -154,26 +158,29 @@ void ferry_inventory_release(ferry_inventory_t* inv) {
 }
 
 ferry_status_t ferry_inventory_get_search(const ferry_inventory_t* inv,
-                                          ferry_inventory_search_t* out){FERRY_API_GUARD({
-  if (inv == nullptr || out == nullptr ||
-      out->struct_size < FERRY_STRUCT_SIZE(ferry_inventory_search_t, dirs)) {
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_inventory_get_search: inventory and out needed, out->struct_size "
-                "set to FERRY_INVENTORY_SEARCH_STRUCT_SIZE");
-  }
-  std::lock_guard<std::mutex> lock(inv->mu);
-  const ferry::LoaderOptions& options = inv->loader.options();
-  ferry_inventory_search_t s{};
-  s.struct_size = FERRY_INVENTORY_SEARCH_STRUCT_SIZE;
-  s.num_dirs = inv->search_dirs->size();
-  s.dirs = inv->search_dirs->data();
-  s.filter = options.filter.c_str();
-  s.abi_major = options.abi_major;
-  s.abi_minor_min = options.abi_minor_min;
-  s.abi_minor_max = options.abi_minor_max;
-  CopyOut(s, out);
-  return Ok();
-})}
+                                          ferry_inventory_search_t* out) {
+  FERRY_API_GUARD({
+    if (inv == nullptr || out == nullptr ||
+        out->struct_size < FERRY_STRUCT_SIZE(ferry_inventory_search_t, dirs)) {
+      return Fail(
+          FERRY_INVALID_ARGUMENT,
+          "ferry_inventory_get_search: inventory and out needed, out->struct_size "
+          "set to FERRY_INVENTORY_SEARCH_STRUCT_SIZE");
+    }
+    std::lock_guard<std::mutex> lock(inv->mu);
+    const ferry::LoaderOptions& options = inv->loader.options();
+    ferry_inventory_search_t s{};
+    s.struct_size = FERRY_INVENTORY_SEARCH_STRUCT_SIZE;
+    s.num_dirs = inv->search_dirs->size();
+    s.dirs = inv->search_dirs->data();
+    s.filter = options.filter.c_str();
+    s.abi_major = options.abi_major;
+    s.abi_minor_min = options.abi_minor_min;
+    s.abi_minor_max = options.abi_minor_max;
+    CopyOut(s, out);
+    return Ok();
+  })
+}
 
 uint32_t ferry_inventory_num_plugins(const ferry_inventory_t* inv) {
   if (inv == nullptr) return 0;
@@ -182,51 +189,54 @@ uint32_t ferry_inventory_num_plugins(const ferry_inventory_t* inv) {
 }
 
 ferry_status_t ferry_inventory_plugin(ferry_inventory_t* inv, uint32_t i,
-                                      ferry_plugin_info_t* out){FERRY_API_GUARD({
-  if (inv == nullptr || out == nullptr ||
-      out->struct_size < FERRY_STRUCT_SIZE(ferry_plugin_info_t, path)) {
-    return Fail(FERRY_INVALID_ARGUMENT,
-                "ferry_inventory_plugin: inventory and out needed, out->struct_size set "
-                "to FERRY_PLUGIN_INFO_STRUCT_SIZE");
-  }
-  std::lock_guard<std::mutex> lock(inv->mu);
-  if (i >= inv->plugins.size()) {
-    return Fail(FERRY_OUT_OF_RANGE,
-                "ferry_inventory_plugin: index " + std::to_string(i) + " is past the " +
-                    std::to_string(inv->plugins.size()) + " plugins loaded");
-  }
-  const ferry::Plugin& p = *inv->plugins[i];
-  if (!inv->probes[i]) inv->probes[i] = ProbePlugin(inv->plugins[i]);
-  const Probe& probe = *inv->probes[i];
-  const ferry_context_info_t& c = probe.context;
-  ferry_plugin_info_t info{};
-  info.struct_size = FERRY_PLUGIN_INFO_STRUCT_SIZE;
-  info.usable = probe.usable ? 1 : 0;
-  info.name = p.name().c_str();
-  info.version = p.version().c_str();
-  info.path = p.path().c_str();
-  info.abi_major = p.abi_major();
-  info.abi_minor = p.abi_minor();
-  info.plugin_minor_min = p.plugin_minor_min();
-  info.plugin_minor_max = p.plugin_minor_max();
-  info.features = p.features();
-  info.unusable_reason = probe.unusable_reason.c_str();
-  info.caps = c.caps;
-  info.memory_kinds = c.memory_kinds;
-  info.capability_names = probe.capability_names->data();
-  info.memory_kind_names = probe.memory_kind_names->data();
-  info.num_capability_names = probe.capability_names->size();
-  info.num_memory_kind_names = probe.memory_kind_names->size();
-  info.max_message_size = c.max_message_size;
-  info.max_inline_size = c.max_inline_size;
-  info.max_header_size = c.max_header_size;
-  info.max_segments = c.max_segments;
-  info.priority = c.priority;
-  info.domain = probe.domain.c_str();
-  info.description = probe.description.c_str();
-  CopyOut(info, out);
-  return Ok();
-})}
+                                      ferry_plugin_info_t* out) {
+  FERRY_API_GUARD({
+    if (inv == nullptr || out == nullptr ||
+        out->struct_size < FERRY_STRUCT_SIZE(ferry_plugin_info_t, path)) {
+      return Fail(
+          FERRY_INVALID_ARGUMENT,
+          "ferry_inventory_plugin: inventory and out needed, out->struct_size set "
+          "to FERRY_PLUGIN_INFO_STRUCT_SIZE");
+    }
+    std::lock_guard<std::mutex> lock(inv->mu);
+    if (i >= inv->plugins.size()) {
+      return Fail(FERRY_OUT_OF_RANGE,
+                  "ferry_inventory_plugin: index " + std::to_string(i) + " is past the " +
+                      std::to_string(inv->plugins.size()) + " plugins loaded");
+    }
+    const ferry::Plugin& p = *inv->plugins[i];
+    if (!inv->probes[i]) inv->probes[i] = ProbePlugin(inv->plugins[i]);
+    const Probe& probe = *inv->probes[i];
+    const ferry_context_info_t& c = probe.context;
+    ferry_plugin_info_t info{};
+    info.struct_size = FERRY_PLUGIN_INFO_STRUCT_SIZE;
+    info.usable = probe.usable ? 1 : 0;
+    info.name = p.name().c_str();
+    info.version = p.version().c_str();
+    info.path = p.path().c_str();
+    info.abi_major = p.abi_major();
+    info.abi_minor = p.abi_minor();
+    info.plugin_minor_min = p.plugin_minor_min();
+    info.plugin_minor_max = p.plugin_minor_max();
+    info.features = p.features();
+    info.unusable_reason = probe.unusable_reason.c_str();
+    info.caps = c.caps;
+    info.memory_kinds = c.memory_kinds;
+    info.capability_names = probe.capability_names->data();
+    info.memory_kind_names = probe.memory_kind_names->data();
+    info.num_capability_names = probe.capability_names->size();
+    info.num_memory_kind_names = probe.memory_kind_names->size();
+    info.max_message_size = c.max_message_size;
+    info.max_inline_size = c.max_inline_size;
+    info.max_header_size = c.max_header_size;
+    info.max_segments = c.max_segments;
+    info.priority = c.priority;
+    info.domain = probe.domain.c_str();
+    info.description = probe.description.c_str();
+    CopyOut(info, out);
+    return Ok();
+  })
+}
 
 uint32_t ferry_inventory_num_failures(const ferry_inventory_t* inv) {
   if (inv == nullptr) return 0;
