@@ -112,15 +112,8 @@ StatusOr<wire::StoreJoined> Agent::JoinStore() {
   };
   if (options_.host_store) {
     StoreServer::Hooks sh;
-    sh.send = [weak](uint64_t conn, wire::Kind kind, std::vector<uint8_t> body) {
-      auto a = weak.lock();
-      if (!a) return;
-      auto m = std::make_unique<OutMessage>();
-      m->kind = kind;
-      // Store messages are rare (joins and leaves): the body is copied in
-      // behind the envelope's room rather than built there.
-      m->frame.insert(m->frame.end(), body.begin(), body.end());
-      a->engine_->SendOnConn(conn, std::move(m));
+    sh.send = [weak](uint64_t conn, std::unique_ptr<OutMessage> m) {
+      if (auto a = weak.lock()) a->engine_->SendOnConn(conn, std::move(m));
     };
     sh.local_event = on_event;
     store_server_ = std::make_unique<StoreServer>(std::move(sh));

@@ -10,12 +10,7 @@
 #pragma once
 
 #include "agent/executor.h"
-#include "agent/options.h"
-#include "agent/value_codec.h"
 #include "agent/worker_parts.h"
-#include "engine/engine.h"
-#include "membership/member_table.h"
-#include "rref/rref_context.h"
 #include "wire/messages.h"
 #include "wire/value.h"
 
@@ -61,8 +56,7 @@ class IncomingCall {
 
 class IncomingCalls {
  public:
-  // `owner`: what a call being served keeps alive (the agent, which owns
-  // everything passed here). `stopped`: set once the worker shuts down.
+  // A call being served keeps `parts.owner` alive (worker_parts.h).
   explicit IncomingCalls(WorkerParts parts);
 
   // `handler` owns the call: it must Reply or Fail it, now or later.

@@ -7,16 +7,10 @@
 #pragma once
 
 #include "agent/future.h"
-#include "agent/options.h"
-#include "agent/value_codec.h"
 #include "agent/worker_parts.h"
-#include "engine/engine.h"
-#include "membership/member_table.h"
-#include "rref/rref_context.h"
 #include "wire/messages.h"
 #include "wire/value.h"
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -30,8 +24,7 @@ namespace ferry {
 
 class OutgoingCalls {
  public:
-  // `owner`: what a future keeps alive (the agent, which owns everything
-  // passed here). `stopped`: set once the worker shuts down.
+  // A future keeps `parts.owner` alive (worker_parts.h).
   explicit OutgoingCalls(WorkerParts parts);
 
   // Called once with a call's outcome, before its future completes (remote()

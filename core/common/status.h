@@ -1,4 +1,4 @@
-// ferry::Status: a status code from ferry/transport.h plus a message that
+// ferry::Status: a status code from ferry/common.h plus a message that
 // tells the user what happened and what to do. Errors are values: the core
 // never throws across its own interfaces.
 #pragma once

@@ -51,7 +51,6 @@ class ProgressDriver {
   void StartLoop();
   // Sets the stopping flag and joins the loop. False if already stopping.
   bool StopLoop();
-  bool stopping() const { return stopping_.load(); }
 
   // Pumps (or sleeps on the wakeup fds, or yields to the thread that pumps)
   // until `done()` or `deadline`. Returns done().

@@ -66,12 +66,13 @@ void StoreServer::Announce(wire::MemberEventKind kind, const wire::MemberRecord&
   }
   wire::StoreMemberEvent ev{kind, r, reason};
   for (uint64_t c : conns) {
-    std::vector<uint8_t> body;
-    wire::Writer w(&body);
+    auto m = std::make_unique<OutMessage>();
+    m->kind = wire::Kind::kStoreMemberEvent;
+    wire::Writer w = m->BodyWriter();
     w.U8(static_cast<uint8_t>(kind));
     wire::Put(w, r);
     w.Str(reason);
-    hooks_.send(c, wire::Kind::kStoreMemberEvent, std::move(body));
+    hooks_.send(c, std::move(m));
   }
   if (tell_host) hooks_.local_event(ev);
 }
@@ -103,10 +104,11 @@ void StoreServer::OnMessage(uint64_t conn, const InMessage& msg) {
       return;
     }
     wire::StoreJoined reply = Admit(conn, std::move(record));
-    std::vector<uint8_t> body;
-    wire::Writer w(&body);
+    auto m = std::make_unique<OutMessage>();
+    m->kind = wire::Kind::kStoreJoined;
+    wire::Writer w = m->BodyWriter();
     wire::Put(w, reply);
-    hooks_.send(conn, wire::Kind::kStoreJoined, std::move(body));
+    hooks_.send(conn, std::move(m));
     return;
   }
   if (msg.envelope.kind == wire::Kind::kStoreLeave) {

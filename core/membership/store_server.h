@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -29,8 +30,8 @@ namespace ferry {
 class StoreServer : public RendezvousStore {
  public:
   struct Hooks {
-    // Send `kind` with `body` on store connection `conn`.
-    std::function<void(uint64_t conn, wire::Kind kind, std::vector<uint8_t> body)> send;
+    // Send `msg` on store connection `conn`.
+    std::function<void(uint64_t conn, std::unique_ptr<OutMessage> msg)> send;
     // Tell the hosting worker itself about a membership event.
     MemberEventHandler local_event;
   };

@@ -29,9 +29,11 @@ TEST(WireTest, EnvelopeIsTheSixteenBytesTheProtocolPageLists) {
   e.kind = Kind::kResponse;
   e.flags = kFlagBodyInSegment0;
   e.seq = 0x1122334455667788ull;
-  std::vector<uint8_t> got;
-  Writer w(&got);
-  EncodeEnvelope(e, w);
+  // Written in place: a guard byte after the room shows it writes no more.
+  std::vector<uint8_t> got(kEnvelopeSize + 1, 0xAA);
+  EncodeEnvelopeAt(e, got.data());
+  EXPECT_EQ(got.back(), 0xAA) << "the envelope is longer than kEnvelopeSize";
+  got.pop_back();
   std::vector<uint8_t> want;
   Le(&want, kMagic, 2);
   Le(&want, kWireVersion, 1);

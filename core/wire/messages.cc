@@ -25,12 +25,6 @@ void EncodeEnvelopeAt(const Envelope& e, uint8_t* out) {
   static_assert(kEnvelopeSize == 16, "the envelope's layout is docs/protocol.md's");
 }
 
-void EncodeEnvelope(const Envelope& e, Writer& w) {
-  uint8_t bytes[kEnvelopeSize];
-  EncodeEnvelopeAt(e, bytes);
-  w.Raw(bytes, sizeof bytes);
-}
-
 bool DecodeEnvelope(Reader& r, Envelope* e, uint8_t* version) {
   const uint16_t magic = r.U16();
   *version = r.U8();

@@ -54,9 +54,8 @@ struct Envelope {
   uint32_t flags = 0;
   uint64_t seq = 0;  // per (sender, receiver) pair; 0 = not deduplicated
 };
-void EncodeEnvelope(const Envelope& e, Writer& w);
-// The same kEnvelopeSize bytes written at `out` (the engine writes them into
-// the room an OutMessage keeps in front of its body).
+// Writes the envelope's kEnvelopeSize bytes at `out` (the engine writes them
+// into the room an OutMessage keeps in front of its body).
 void EncodeEnvelopeAt(const Envelope& e, uint8_t* out);
 // False when the magic or version is wrong or the header is too short.
 bool DecodeEnvelope(Reader& r, Envelope* e, uint8_t* version);

@@ -295,7 +295,8 @@ ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* o
  * string and array an inventory hands out is borrowed from it: valid until
  * ferry_inventory_release. The bit sets (features, caps, memory_kinds) hold
  * the FERRY_FEATURE_*, FERRY_CAP_* and FERRY_MEM_* bits of ferry/transport.h;
- * their names come beside them, so a caller need not include that header.
+ * the names of the caps and memory kinds come beside them (a caller that
+ * reads those needs no other header; the feature bits are transport.h's).
  * A struct filled here follows the struct_size rule: the caller sets
  * struct_size to the size it was compiled with (FERRY_*_STRUCT_SIZE); ferry
  * writes only the fields inside it and sets struct_size to the smaller of
