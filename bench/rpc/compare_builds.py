@@ -62,10 +62,15 @@ def run_once(build, args, extra):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     cmd = [exe, "--transport", args.transport, "--mode", args.mode, "--json", out] + extra
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(out) as f:
-        data = json.load(f)
-    os.unlink(out)
+    try:
+        run = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if run.returncode != 0:
+            sys.exit(f"compare_builds: {' '.join(cmd)} failed (exit {run.returncode}):\n"
+                     + run.stderr[-4000:])
+        with open(out) as f:
+            data = json.load(f)
+    finally:
+        os.unlink(out)
     return {s["mode"]: s for s in data["suites"]}
 
 

@@ -35,7 +35,6 @@
 
 namespace ferry::conformance {
 
-using testkit::EventTypeName;
 using testkit::SegmentView;
 
 // A ferry_event_t as the plugin wrote it (testkit/event.h: the message is

@@ -52,10 +52,6 @@ std::set<int> OpenFds() {
   return fds;
 }
 
-std::string StatusText(ferry_status_t status) {
-  return std::string(StatusCodeName(status)) + " (" + std::to_string(status) + ")";
-}
-
 std::string Bytes(uint64_t n) {
   if (n >= kMiB && n % kMiB == 0) return std::to_string(n / kMiB) + " MiB";
   if (n >= kKiB && n % kKiB == 0) return std::to_string(n / kKiB) + " KiB";

@@ -4,6 +4,7 @@
 // faults on the first byte past its end, and fd accounting.
 #pragma once
 
+#include "testkit/event.h"
 #include "testkit/pattern.h"
 
 #include <ferry/transport.h>
@@ -87,8 +88,7 @@ class GuardedBuffer {
 // The file descriptors open in this process right now (/proc/self/fd).
 std::set<int> OpenFds();
 
-// "PEER_GONE (100)".
-std::string StatusText(ferry_status_t status);
+using testkit::StatusText;  // "PEER_GONE (100)"
 
 // Milliseconds since `start`.
 inline int64_t ElapsedMs(Clock::time_point start) {

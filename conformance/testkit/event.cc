@@ -19,11 +19,11 @@ T Field(const ferry_event_t& e, size_t offset) {
 #define EVENT_FIELD(e, name) \
   Field<decltype(ferry_event_t::name)>(e, offsetof(ferry_event_t, name))
 
+}  // namespace
+
 std::string StatusText(ferry_status_t status) {
   return std::string(StatusCodeName(status)) + " (" + std::to_string(status) + ")";
 }
-
-}  // namespace
 
 bool EventView::AllInline() const {
   for (const SegmentView& s : segments) {

@@ -70,6 +70,8 @@ Event CopyEvent(const ferry_event_t& raw);
 
 // "ARRIVAL", "CLOSED", ...; "UNKNOWN_EVENT" for a type the ABI lacks.
 const char* EventTypeName(int32_t type);
+// "PEER_GONE (100)".
+std::string StatusText(ferry_status_t status);
 // One line for failure messages: "SEND_DONE conn=0x... status=... message=..."
 std::string Describe(const EventView& event);
 std::string Describe(const Event& event);

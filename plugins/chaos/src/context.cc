@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include "ferry_plugin/init_args.h"
 #include "ferry_plugin/log.h"
 
 #include <sys/epoll.h>
@@ -92,14 +93,9 @@ uint64_t Context::NowNs() {
 }
 
 Status Context::Init(const ferry_init_args_t* args) {
-  uint32_t flags = 0;
-  if (args != nullptr) {
-    if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, flags)) flags = args->flags;
-    if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, instance) &&
-        args->instance != nullptr) {
-      instance_ = args->instance;
-    }
-  }
+  const ferry_plugin::InitArgs in = ferry_plugin::ReadInitArgs(args);
+  const uint32_t flags = in.flags;
+  if (in.instance != nullptr) instance_ = in.instance;
   Status st = LoadInner(config_.inner, &inner_);
   if (!st.ok()) return st;
 

@@ -4,6 +4,7 @@
 #include "connection.h"
 #include "setup_socket.h"
 
+#include "ferry_plugin/init_args.h"
 #include "ferry_plugin/log.h"
 
 #include <sys/epoll.h>
@@ -32,9 +33,7 @@ Status Context::Create(const ferry_init_args_t* args, std::unique_ptr<Context>* 
 }
 
 Status Context::Init(const ferry_init_args_t* args) {
-  const uint32_t flags =
-      args != nullptr && FERRY_FIELD_PRESENT(args, ferry_init_args_t, flags) ? args->flags
-                                                                             : 0;
+  const uint32_t flags = ferry_plugin::ReadInitArgs(args).flags;
   Status st = LoadConfig(flags, &config_);
   if (!st.ok()) return st;
   epfd_ = epoll_create1(EPOLL_CLOEXEC);

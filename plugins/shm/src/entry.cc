@@ -29,7 +29,7 @@ struct ShmPlugin {
   // Not needed: any host memory can be sent and placed.
   static constexpr auto reg = nullptr;
   static constexpr auto dereg = nullptr;
-  static constexpr auto conn_peer_address = host_calls::PeerAddress;
+  static constexpr auto conn_peer_address = host_calls::ConnPeerAddress;
 };
 
 }  // namespace

@@ -137,7 +137,7 @@ void Close(ferry_conn_t* conn) {
   c->Close();
 }
 
-Status PeerAddress(ferry_conn_t* conn, char* buf, uint64_t buf_len) {
+Status ConnPeerAddress(ferry_conn_t* conn, char* buf, uint64_t buf_len) {
   Conn* c = Conn::From(conn);
   InCall in(c);
   return c->PeerAddress(buf, buf_len);

@@ -27,6 +27,6 @@ Status Send(ferry_conn_t* conn, const ferry_send_args_t* args);
 Status Place(ferry_conn_t* conn, const ferry_place_args_t* args);
 Status Discard(ferry_conn_t* conn, uint64_t msg_id);
 void Close(ferry_conn_t* conn);
-Status PeerAddress(ferry_conn_t* conn, char* buf, uint64_t buf_len);
+Status ConnPeerAddress(ferry_conn_t* conn, char* buf, uint64_t buf_len);
 
 }  // namespace ferry_shm::host_calls

@@ -9,6 +9,7 @@
 #include "listener.h"
 
 #include "ferry_plugin/entry.h"
+#include "ferry_plugin/init_args.h"
 #include "ferry_plugin/log.h"
 
 #include <memory>
@@ -25,16 +26,9 @@ Status Init(const ferry_init_args_t* args, ferry_context_t** out) {
   if (out == nullptr) {
     return Error(FERRY_INVALID_ARGUMENT, "tcp: init() needs an out pointer");
   }
-  uint32_t flags = 0;
-  const char* instance = nullptr;
-  if (args != nullptr) {
-    if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, flags)) flags = args->flags;
-    if (FERRY_FIELD_PRESENT(args, ferry_init_args_t, instance)) {
-      instance = args->instance;
-    }
-  }
+  const ferry_plugin::InitArgs in = ferry_plugin::ReadInitArgs(args);
   std::unique_ptr<Context> ctx;
-  Status st = Context::Create(flags, instance, &ctx);
+  Status st = Context::Create(in.flags, in.instance, &ctx);
   if (st.ok()) *out = ToHandle(ctx.release());
   return st;
 }
