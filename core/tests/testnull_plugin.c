@@ -111,6 +111,9 @@ static const ferry_transport_vtable_t kVtable = {sizeof(ferry_transport_vtable_t
                                                  tn_close,
                                                  NULL,
                                                  NULL,
+                                                 NULL,
+                                                 NULL,
+                                                 NULL,
                                                  NULL};
 
 FERRY_TRANSPORT_EXPORT ferry_status_t

@@ -1,6 +1,6 @@
 /*
  * ferry/common.h — the vocabulary both of ferry's C interfaces share: the
- * struct-size rule, status codes, devices and log levels.
+ * struct-size rule, status codes, devices, streams and log levels.
  *
  * Two headers include it: ferry/transport.h (the plugin ABI, so a plugin
  * author still includes only transport.h) and ferry/ferry.h (the core's
@@ -85,6 +85,13 @@ typedef struct ferry_device {
 #define FERRY_DEVICE_CUDA_HOST 3     /* kDLCUDAHost: pinned host memory */
 #define FERRY_DEVICE_ROCM 10         /* kDLROCM */
 #define FERRY_DEVICE_CUDA_MANAGED 13 /* kDLCUDAManaged */
+
+/* Streams, for device memory: the values of a stream field that are not a
+ * stream handle (a CUstream for CUDA). DLPack's __dlpack__(stream=...) uses
+ * the same ones. */
+#define FERRY_STREAM_READY ((uint64_t)0)      /* nothing to wait for */
+#define FERRY_STREAM_LEGACY ((uint64_t)1)     /* the legacy default stream */
+#define FERRY_STREAM_PER_THREAD ((uint64_t)2) /* the per-thread default stream */
 
 /* ------------------------------------------------------------------------ */
 /* Log levels                                                                */

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define FERRY_API_VERSION_MAJOR 0
-#define FERRY_API_VERSION_MINOR 1
+#define FERRY_API_VERSION_MINOR 2
 
 /* The library's version of this API; a program built against a newer minor
  * can check it at run time. */
@@ -78,9 +78,30 @@ typedef struct ferry_worker_options {
   uint32_t peer_timeout_ms;    /* heartbeat loss => peer gone; 0 = 3000 */
   uint32_t join_timeout_ms;    /* reaching the store; 0 = 10000 */
   uint32_t executor_threads;   /* for FERRY_HANDLER_MAY_BLOCK; 0 = 4 */
+  uint32_t reserved;
+  /* 0.2. borrowed for the call (copied): where tensors that arrive in
+   * device memory are allocated. NULL = the device transport's own
+   * allocator (cuda_ipc: a pool of cuMemAlloc blocks). */
+  const struct ferry_device_allocator* device_allocator;
 } ferry_worker_options_t;
 #define FERRY_WORKER_OPTIONS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_worker_options_t, executor_threads)
+  FERRY_STRUCT_SIZE(ferry_worker_options_t, device_allocator)
+
+/* An application's allocator for received device tensors. Both functions
+ * may be called from any of ferry's threads, concurrently; `free` gets the
+ * pointer, device and length `alloc` was asked for, once the tensor's
+ * DLPack deleter ran (or the message was dropped). The memory must stay
+ * usable by the CUDA primary context of `device`. */
+typedef struct ferry_device_allocator {
+  uint32_t struct_size; /* FERRY_DEVICE_ALLOCATOR_STRUCT_SIZE */
+  uint32_t reserved;
+  void* user_data; /* passed back to both functions */
+  /* Returns `length` bytes on `device`, or NULL when it cannot (the
+   * message then fails with FERRY_RESOURCE_EXHAUSTED). */
+  void* (*alloc)(void* user_data, ferry_device_t device, uint64_t length);
+  void (*free)(void* user_data, ferry_device_t device, void* data, uint64_t length);
+} ferry_device_allocator_t;
+#define FERRY_DEVICE_ALLOCATOR_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_device_allocator_t, free)
 
 #define FERRY_WORKER_HOST_STORE ((uint32_t)1 << 0) /* embed the store here */
 #define FERRY_WORKER_BUSY_POLL ((uint32_t)1 << 1)  /* spin, never sleep */
@@ -142,16 +163,22 @@ typedef struct ferry_payload {
   const void* bytes; /* borrowed for the call (copied) */
   uint64_t num_bytes;
   /* taken: each tensor's deleter runs exactly once, once sent (or at once
-   * when the call fails). Contiguous (strides NULL or compact), on a device
-   * the route carries (host memory always). */
+   * when the call fails). Contiguous (strides NULL or compact), in host
+   * memory or CUDA device memory: device tensors go over cuda_ipc to a
+   * worker on the same host and are staged through host memory to others
+   * (docs/python.md, "Device tensors"). */
   DLManagedTensor** tensors;
   /* borrowed: RRefs passed along (each becomes a new fork at the
    * receiver); the caller keeps its own handles. */
   ferry_rref_t* const* rrefs;
   uint32_t num_rrefs;
   uint32_t reserved;
+  /* 0.2. Device tensors: the stream their producer wrote them on
+   * (FERRY_STREAM_READY, FERRY_STREAM_LEGACY, FERRY_STREAM_PER_THREAD or a
+   * CUstream). ferry reads them after that work, without blocking. */
+  uint64_t stream;
 } ferry_payload_t;
-#define FERRY_PAYLOAD_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_payload_t, reserved)
+#define FERRY_PAYLOAD_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_payload_t, stream)
 
 /* A received payload's parts. */
 const void* ferry_message_bytes(const ferry_message_t* m, uint64_t* num_bytes);

@@ -59,7 +59,7 @@ extern "C" {
  * The ABI stays 0.x until tcp, shm, fabric and the C example plugin all pass
  * conformance; within 0.x the host still accepts a window of minors. */
 #define FERRY_TRANSPORT_ABI_MAJOR 0
-#define FERRY_TRANSPORT_ABI_MINOR 1
+#define FERRY_TRANSPORT_ABI_MINOR 2
 
 /* The one symbol a plugin exports. */
 #define FERRY_TRANSPORT_ENTRY_SYMBOL "ferry_transport_negotiate"
@@ -319,8 +319,17 @@ typedef struct ferry_segment {
   ferry_device_t device;
   ferry_mr_t* mr; /* optional registration covering data, or NULL;
                      owned by the host */
+  /* 0.2. Device segments: the stream (a CUstream for CUDA) on which the
+   * producer's writes to `data` were submitted, with DLPack's conventions:
+   * FERRY_STREAM_READY (the bytes are ready now), FERRY_STREAM_LEGACY,
+   * FERRY_STREAM_PER_THREAD, or a stream handle. The plugin orders its
+   * read after the work submitted to that stream before send() was called,
+   * without blocking the host (an event, not a synchronisation). Ignored
+   * for host memory. */
+  uint64_t stream;
 } ferry_segment_t;
-#define FERRY_SEGMENT_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_segment_t, mr)
+#define FERRY_SEGMENT_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_segment_t, stream)
+
 
 typedef struct ferry_send_args {
   uint32_t struct_size;
@@ -385,7 +394,8 @@ typedef struct ferry_reg_args {
 /* All entries are optional in the struct_size sense, but the host refuses a
  * plugin whose vtable lacks a *required* one: init, fini, query, progress,
  * listen, listener_address, close_listener, connect, send, place, discard,
- * close. Optional: set_conn_user_data, reg, dereg, conn_peer_address.
+ * close. Optional: set_conn_user_data, reg, dereg, conn_peer_address, and
+ * (0.2) mem_alloc, mem_free, mem_copy.
  *
  * Calls that take a ferry_error_buf_t* fill it on failure when non-NULL.
  * Unless FERRY_CAP_THREAD_SAFE, the host never makes two calls on one
@@ -462,9 +472,33 @@ typedef struct ferry_transport_vtable {
 
   /* Copies a printable description of the peer's address into buf. */
   ferry_status_t (*conn_peer_address)(ferry_conn_t* conn, char* buf, uint64_t buf_len);
+
+  /* 0.2. Device memory services, offered by a plugin whose memory_kinds
+   * include device memory (all three or none). The host uses them where it
+   * has no device runtime of its own: mem_alloc/mem_free are the default
+   * allocator of receive buffers in device memory (an application may set
+   * its own, ferry.h), and mem_copy stages device segments through host
+   * memory for a peer no device-capable transport reaches. Unlike the
+   * entries above, all three may be called from any thread, at any time
+   * between init() and fini(), concurrently with anything. */
+
+  /* Allocates `length` bytes (> 0) on `device`; *out is owned by the host
+   * and released with mem_free(). FERRY_INVALID_ARGUMENT for a device the
+   * context does not move, FERRY_RESOURCE_EXHAUSTED when out of memory. */
+  ferry_status_t (*mem_alloc)(ferry_context_t* ctx, ferry_device_t device,
+                              uint64_t length, void** out, ferry_error_buf_t* err);
+  void (*mem_free)(ferry_context_t* ctx, ferry_device_t device, void* data);
+  /* Copies `length` bytes from src to dst, either of which may be host or
+   * device memory of a kind the context moves, after the work submitted to
+   * `src_stream` (FERRY_STREAM_* or a stream handle). Synchronous: when it
+   * returns FERRY_OK, dst holds the bytes. */
+  ferry_status_t (*mem_copy)(ferry_context_t* ctx, void* dst, ferry_device_t dst_device,
+                             const void* src, ferry_device_t src_device,
+                             uint64_t length, uint64_t src_stream,
+                             ferry_error_buf_t* err);
 } ferry_transport_vtable_t;
 #define FERRY_TRANSPORT_VTABLE_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_transport_vtable_t, conn_peer_address)
+  FERRY_STRUCT_SIZE(ferry_transport_vtable_t, mem_copy)
 
 /* ------------------------------------------------------------------------ */
 /* Negotiation: the entry point                                              */
