@@ -90,6 +90,7 @@ void Agent::MakeEngine() {
   eo.busy_poll = options_.busy_poll;
   eo.skip_unusable = options_.auto_select;
   eo.peer_timeout = options_.peer_timeout;
+  eo.device_allocator = options_.device_allocator;
   engine_ = std::make_unique<Engine>(eo, this);
   std::weak_ptr<Agent> weak = weak_from_this();
   RRefContext::Hooks hooks;
@@ -101,7 +102,7 @@ void Agent::MakeEngine() {
   };
   rrefs_ = std::make_shared<RRefContext>(std::move(hooks));
   rref_messenger_ = std::make_unique<RRefMessenger>(*engine_, *rrefs_);
-  codec_ = std::make_unique<ValueCodec>(*rrefs_);
+  codec_ = std::make_unique<ValueCodec>(*rrefs_, engine_.get());
   calls_ = std::make_unique<OutgoingCalls>(Parts());
 }
 
@@ -260,7 +261,11 @@ Agent::Stats Agent::stats() {
   Stats s;
   s.rref = rrefs_->stats();
   s.pending_calls = calls_->size();
-  s.refused_connections = engine_->stats().refused;
+  const Engine::Stats es = engine_->stats();
+  s.refused_connections = es.refused;
+  s.device_messages = es.device_messages;
+  s.staged_messages = es.staged_messages;
+  s.staged_bytes = es.staged_bytes;
   return s;
 }
 

@@ -91,6 +91,9 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
     RRefContext::Stats rref;
     uint64_t pending_calls = 0;
     uint64_t refused_connections = 0;
+    uint64_t device_messages = 0;  // over a device transport
+    uint64_t staged_messages = 0;  // device tensors staged through host memory
+    uint64_t staged_bytes = 0;
   };
   Stats stats();
 

@@ -78,7 +78,7 @@ std::shared_ptr<Future> Agent::Fetch(const std::shared_ptr<RRefHandle>& rref,
       return f;
     }
     // A copy, as a to_here from a user would get. Tensors are copied too.
-    auto copy = CopyValue(*v.value());
+    auto copy = CopyValue(*v.value(), engine_->device_memory());
     if (!copy.ok())
       f->Complete(copy.status());
     else

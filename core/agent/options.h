@@ -2,7 +2,10 @@
 // (api/ferry_c.cc) from ferry_worker_options_t and the FERRY_* environment.
 #pragma once
 
+#include "engine/device_memory.h"
+
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,9 @@ struct AgentOptions {
   std::chrono::milliseconds peer_timeout{3000};
   std::chrono::milliseconds join_timeout{10000};
   unsigned executor_threads = 4;
+  // Where received device tensors are allocated (else the device
+  // transport's allocator).
+  std::optional<AppDeviceAllocator> device_allocator;
 };
 
 }  // namespace ferry

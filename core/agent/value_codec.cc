@@ -1,6 +1,10 @@
 // Values in and out of messages (value_codec.h).
 #include "agent/value_codec.h"
 
+#include "common/log.h"
+#include "engine/route.h"
+
+#include <atomic>
 #include <cstring>
 
 namespace ferry {
@@ -29,12 +33,22 @@ Status ValueCodec::EncodeParts(Value& v, bool hand_over, uint64_t to,
     }
     auto nbytes = TensorBytes(t->dl_tensor, i);
     if (!nbytes.ok()) return nbytes.status();
-    if (t->dl_tensor.device.device_type != kDLCPU &&
-        t->dl_tensor.device.device_type != kDLCUDAHost) {
+    const DLDevice device = t->dl_tensor.device;
+    const uint64_t kind = route::MemoryKindOf(device);
+    if (kind != FERRY_MEM_HOST && kind != FERRY_MEM_CUDA) {
       return Status(FERRY_INVALID_ARGUMENT,
-                    "tensor " + std::to_string(i) + " lives on device type " +
-                        std::to_string(t->dl_tensor.device.device_type) +
-                        "; this version carries host memory only: copy it to the CPU");
+                    "tensor " + std::to_string(i) + " lives on " +
+                        DeviceMemory::DeviceName(device) +
+                        "; ferry carries host and CUDA device memory: copy it to "
+                        "the CPU or a CUDA device");
+    }
+    if (kind == FERRY_MEM_CUDA && (engine_ == nullptr || !engine_->CanCarry(kind))) {
+      return Status(FERRY_FAILED_PRECONDITION,
+                    "tensor " + std::to_string(i) + " is in CUDA memory (" +
+                        DeviceMemory::DeviceName(device) +
+                        ") but no transport loaded in this worker can read device "
+                        "memory: load the cuda_ipc transport (transport \"auto\", or "
+                        "e.g. \"tcp,cuda_ipc\"), or copy the tensor to the CPU");
     }
     wire::TensorMeta tm;
     tm.dtype = t->dl_tensor.dtype;
@@ -45,7 +59,8 @@ Status ValueCodec::EncodeParts(Value& v, bool hand_over, uint64_t to,
     OutTensor ot;
     ot.data = static_cast<const char*>(t->dl_tensor.data) + t->dl_tensor.byte_offset;
     ot.nbytes = nbytes.value();
-    ot.device = t->dl_tensor.device;
+    ot.device = device;
+    ot.stream = v.stream;
     msg->tensors.push_back(ot);
   }
   // Ownership moves to the message only once everything checked out.
@@ -82,13 +97,63 @@ StatusOr<Value> ValueCodec::Decode(uint64_t from, wire::ValueMeta& meta, InMessa
       return Status(FERRY_DATA_LOSS, "malformed message: tensor size mismatch");
     }
   }
+  if (!msg.device_error.ok()) return msg.device_error;
   Value v;
   v.bytes = std::move(meta.bytes);
   for (size_t i = 0; i < meta.tensors.size(); ++i) {
-    v.tensors.push_back(AdoptReceivedTensor(std::move(msg.segments[i]), meta.tensors[i]));
+    auto bytes = OnItsDevice(std::move(msg.segments[i]), meta.tensors[i], from, i);
+    if (!bytes.ok()) return bytes.status();
+    v.tensors.push_back(AdoptReceivedTensor(std::move(bytes.value()), meta.tensors[i]));
   }
   for (const auto& ref : meta.rrefs) v.rrefs.push_back(rrefs_.Receive(from, ref));
   return v;
+}
+
+StatusOr<AlignedBuffer> ValueCodec::OnItsDevice(AlignedBuffer bytes,
+                                                const wire::TensorMeta& meta,
+                                                uint64_t from, size_t index) {
+  const bool want_device = route::MemoryKindOf(meta.device) == FERRY_MEM_CUDA;
+  const bool on_device = route::NeedsDevice(route::MemoryKindOf(bytes.device));
+  if (want_device == on_device) return bytes;
+  const std::shared_ptr<DeviceMemory> dm =
+      engine_ != nullptr ? engine_->device_memory() : nullptr;
+  if (want_device) {
+    // It came staged through host memory: back into device memory.
+    if (!dm || !dm->can_alloc() || !dm->can_copy()) {
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true)) {
+        FERRY_LOG(FERRY_LOG_WARN, "agent",
+                  "worker id " + std::to_string(from) + " sent a tensor from " +
+                      DeviceMemory::DeviceName(meta.device) +
+                      "; this worker cannot place it in device memory (no transport "
+                      "with device memory services: load cuda_ipc), so it is "
+                      "delivered in host memory (this is said once)");
+      }
+      return bytes;
+    }
+    auto dev = AlignedBuffer::OnDevice(dm, meta.device, bytes.size);
+    if (!dev.ok()) return dev.status();
+    Status s =
+        dm->Copy(dev.value().data, meta.device, bytes.data, bytes.device, bytes.size, 0);
+    if (!s.ok()) {
+      return Status(s.code(), "placing tensor " + std::to_string(index) + " on " +
+                                  DeviceMemory::DeviceName(meta.device) +
+                                  " failed: " + s.message());
+    }
+    return std::move(dev.value());
+  }
+  // Host memory described, device memory arrived: down to the host.
+  AlignedBuffer host(bytes.size);
+  Status s = dm ? dm->Copy(host.data, DLDevice{kDLCPU, 0}, bytes.data, bytes.device,
+                           bytes.size, 0)
+                : Status(FERRY_INTERNAL, "no device memory services");
+  if (!s.ok()) {
+    return Status(FERRY_DATA_LOSS, "tensor " + std::to_string(index) +
+                                       " arrived in device memory but is described "
+                                       "as host memory: " +
+                                       s.message());
+  }
+  return host;
 }
 
 namespace {
@@ -111,9 +176,9 @@ DLManagedTensor* AdoptReceivedTensor(AlignedBuffer bytes, const wire::TensorMeta
   r->bytes = std::move(bytes);
   DLTensor& t = r->managed.dl_tensor;
   t.data = r->bytes.data;
-  // Received bytes are in host memory: no transport places into device
-  // memory yet.
-  t.device = DLDevice{kDLCPU, 0};
+  // Where the bytes are: host memory, or device memory from the worker's
+  // device allocator (freed into it by the deleter).
+  t.device = r->bytes.device;
   t.ndim = static_cast<int32_t>(r->shape.size());
   t.dtype = meta.dtype;
   t.shape = r->shape.data();
@@ -124,19 +189,35 @@ DLManagedTensor* AdoptReceivedTensor(AlignedBuffer bytes, const wire::TensorMeta
   return &r->managed;
 }
 
-StatusOr<Value> CopyValue(const Value& v) {
+StatusOr<Value> CopyValue(const Value& v, const std::shared_ptr<DeviceMemory>& device) {
   Value copy;
   copy.bytes = v.bytes;
   for (DLManagedTensor* t : v.tensors) {
     if (t == nullptr) continue;
     auto nbytes = TensorBytes(t->dl_tensor, 0);
     if (!nbytes.ok()) return nbytes.status();
-    AlignedBuffer buf(nbytes.value());
-    std::memcpy(buf.data,
-                static_cast<char*>(t->dl_tensor.data) + t->dl_tensor.byte_offset,
-                nbytes.value());
+    const char* src = static_cast<char*>(t->dl_tensor.data) + t->dl_tensor.byte_offset;
+    const DLDevice dev = t->dl_tensor.device;
+    AlignedBuffer buf;
+    if (route::NeedsDevice(route::MemoryKindOf(dev))) {
+      if (!device || !device->can_copy()) {
+        return Status(FERRY_FAILED_PRECONDITION,
+                      "copying a tensor on " + DeviceMemory::DeviceName(dev) +
+                          " needs a transport with device memory services: load "
+                          "cuda_ipc");
+      }
+      auto d = AlignedBuffer::OnDevice(device, dev, nbytes.value());
+      if (!d.ok()) return d.status();
+      buf = std::move(d.value());
+      Status s = device->Copy(buf.data, dev, src, dev, nbytes.value(), v.stream);
+      if (!s.ok()) return s;
+    } else {
+      buf = AlignedBuffer(nbytes.value());
+      std::memcpy(buf.data, src, nbytes.value());
+    }
     wire::TensorMeta tm;
     tm.dtype = t->dl_tensor.dtype;
+    tm.device = dev;
     tm.shape.assign(t->dl_tensor.shape, t->dl_tensor.shape + t->dl_tensor.ndim);
     copy.tensors.push_back(AdoptReceivedTensor(std::move(buf), tm));
   }

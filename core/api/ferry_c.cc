@@ -63,6 +63,7 @@ ferry::StatusOr<Value> ToValue(const ferry_payload_t* p) {
     }
     v.tensors.assign(p->tensors, p->tensors + p->num_tensors);
   }
+  if (FERRY_FIELD_PRESENT(p, ferry_payload_t, stream)) v.stream = p->stream;
   if (FERRY_FIELD_PRESENT(p, ferry_payload_t, num_rrefs) && p->num_rrefs > 0) {
     if (p->rrefs == nullptr) {
       return Status(FERRY_INVALID_ARGUMENT,
@@ -184,6 +185,25 @@ ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_
     if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, executor_threads) &&
         o->executor_threads) {
       ao.executor_threads = o->executor_threads;
+    }
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, device_allocator) &&
+        o->device_allocator != nullptr) {
+      const ferry_device_allocator_t* a = o->device_allocator;
+      if (a->struct_size < FERRY_DEVICE_ALLOCATOR_STRUCT_SIZE) {
+        return Fail(FERRY_INVALID_ARGUMENT,
+                    "ferry_device_allocator_t.struct_size is " +
+                        std::to_string(a->struct_size) +
+                        ", too small: set it to FERRY_DEVICE_ALLOCATOR_STRUCT_SIZE");
+      }
+      if (a->alloc == nullptr || a->free == nullptr) {
+        return Fail(FERRY_INVALID_ARGUMENT,
+                    std::string("ferry_worker_options_t.device_allocator needs both "
+                                "functions, and its ") +
+                        (a->alloc == nullptr ? "alloc" : "free") +
+                        " is NULL (pass NULL as device_allocator to use the device "
+                        "transport's own allocator)");
+      }
+      ao.device_allocator = ferry::AppDeviceAllocator{a->user_data, a->alloc, a->free};
     }
     ao.auto_select = auto_select;
     auto agent = Agent::Start(std::move(ao));
@@ -615,6 +635,9 @@ ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* o
     st.pending_controls = s.rref.pending_controls;
     st.pending_calls = s.pending_calls;
     st.refused_connections = s.refused_connections;
+    st.device_messages = s.device_messages;
+    st.staged_messages = s.staged_messages;
+    st.staged_bytes = s.staged_bytes;
     const uint32_t n = out->struct_size < st.struct_size && out->struct_size != 0
                            ? out->struct_size
                            : st.struct_size;

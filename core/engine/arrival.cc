@@ -156,6 +156,20 @@ void Engine::OnArrival(Conn* c, const ferry_event_t& ev, std::vector<Action>* ac
   for (uint32_t i = 0; i < ev.num_segments; ++i) {
     const auto* seg = FERRY_ELEMENT_AT(const ferry_arrival_segment_t, ev.segments,
                                        ev.segment_stride, i);
+    if (seg->inline_data == nullptr && seg->device.type == FERRY_DEVICE_CUDA &&
+        device_memory_ && device_memory_->can_alloc()) {
+      // Sent from device memory: it lands in device memory here, from the
+      // worker's device allocator. Without memory there, it lands in host
+      // memory and its call fails with the reason (value_codec.cc).
+      auto buf = AlignedBuffer::OnDevice(device_memory_,
+                                         DLDevice{kDLCUDA, seg->device.id}, seg->length);
+      if (buf.ok()) {
+        msg->segments.push_back(std::move(buf.value()));
+        all_inline = false;
+        continue;
+      }
+      if (msg->device_error.ok()) msg->device_error = buf.status();
+    }
     msg->segments.emplace_back(seg->length);
     if (seg->inline_data != nullptr) {
       if (seg->length)
@@ -183,9 +197,10 @@ void Engine::PlaceSegments(Conn* c, const ferry_event_t& ev,
   for (uint32_t i = 0; i < ev.num_segments; ++i) {
     dests[i] = {};
     dests[i].struct_size = FERRY_PLACE_DEST_STRUCT_SIZE;
-    dests[i].data = msg->segments[i].data;
-    dests[i].capacity = msg->segments[i].size;
-    dests[i].device = {FERRY_DEVICE_CPU, 0};
+    const AlignedBuffer& b = msg->segments[i];
+    dests[i].data = b.data;
+    dests[i].capacity = b.size;
+    dests[i].device = {static_cast<int32_t>(b.device.device_type), b.device.device_id};
   }
   auto pp = std::make_unique<PendingPlace>();
   pp->conn_id = c->id;
@@ -218,7 +233,8 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
   if (IsHandshake(kind)) {
     if (kind == wire::Kind::kHello && self_id_ == 0 && !c->outbound &&
         msg->body.size() > 1 &&
-        msg->body[1] == static_cast<uint8_t>(wire::Role::kMember)) {
+        (msg->body[1] == static_cast<uint8_t>(wire::Role::kMember) ||
+         msg->body[1] == static_cast<uint8_t>(wire::Role::kMemberDevice))) {
       early_hellos_.emplace_back(c->id, std::move(msg));
       return;
     }
@@ -237,7 +253,9 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
   if (kind == wire::Kind::kGoodbye && !c->store) {
     // The peer is leaving gracefully: what breaks next is not a death.
     auto it = peers_.find(c->peer_id);
-    if (it != peers_.end() && it->second->conn == c) it->second->leaving = true;
+    if (it != peers_.end() && (it->second->conn == c || it->second->dev_conn == c)) {
+      it->second->leaving = true;
+    }
     return;
   }
   if (c->store || IsStoreKind(kind)) {
@@ -250,13 +268,17 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
   DeliverFromMember(c, std::move(msg), actions);
 }
 
-// Member traffic on its peer's current connection: a duplicate (by
-// sequence number) is dropped, except that a duplicate control message is
-// acknowledged again (the first acknowledgement may have been lost).
+// Member traffic on its peer's current connection or device connection
+// (one sequence space for both, in no particular order across them): a
+// duplicate (by sequence number) is dropped, except that a duplicate
+// control message is acknowledged again (the first acknowledgement may
+// have been lost).
 void Engine::DeliverFromMember(Conn* c, std::unique_ptr<InMessage> msg,
                                std::vector<Action>* actions) {
   auto it = peers_.find(c->peer_id);
-  if (it == peers_.end() || it->second->conn != c) return;  // superseded
+  if (it == peers_.end() || (it->second->conn != c && it->second->dev_conn != c)) {
+    return;  // superseded
+  }
   Peer* p = it->second.get();
   const PeerKey from{p->record.id, p->record.incarnation};
   if (msg->envelope.seq != 0 && p->received.SeenBefore(msg->envelope.seq)) {

@@ -26,7 +26,9 @@ struct Conn;
 // One opened transport: its listeners, the event array progress() fills,
 // and the connections it carries, found by the plugin's handle.
 struct TransportSlot {
-  std::unique_ptr<Transport> transport;
+  // Shared with the device memory services (device_memory.h), which keep
+  // the context open while received device tensors live.
+  std::shared_ptr<Transport> transport;
   std::string name;
   bool member = false;  // carries member traffic (else: only the store)
   ferry_listener_t* listener = nullptr;
@@ -61,7 +63,8 @@ struct Conn {
   ferry_conn_t* handle = nullptr;
   State state = State::kConnecting;
   bool outbound = false;
-  bool store = false;                     // a store connection (either side)
+  bool store = false;   // a store connection (either side)
+  bool device = false;  // a member's device connection (peer.h), not its primary
   wire::Role role = wire::Role::kMember;  // what the connector is
   uint64_t peer_id = 0;                   // expected (outbound) or claimed
   uint64_t peer_incarnation = 0;

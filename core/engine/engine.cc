@@ -53,6 +53,28 @@ Status Engine::Start() {
   if (!any_member) {
     return Status(FERRY_NOT_FOUND, "no usable transport among the ones asked for");
   }
+  // Device memory services: the first member transport that moves CUDA
+  // memory and offers them (cuda_ipc), and the application's allocator.
+  std::shared_ptr<Transport> device;
+  for (const auto& s : slots_) {
+    if (s->member && s->transport->has_device_memory() &&
+        (s->transport->info().memory_kinds & FERRY_MEM_CUDA) != 0) {
+      device = s->transport;
+      break;
+    }
+  }
+  if (device || options_.device_allocator) {
+    device_memory_ = std::make_shared<DeviceMemory>(
+        device, options_.device_allocator ? &*options_.device_allocator : nullptr);
+    FERRY_LOG(
+        FERRY_LOG_INFO, kLog,
+        std::string("device tensors: ") +
+            (device ? "transport '" + device->name() + "' moves and copies CUDA memory"
+                    : "no transport moves CUDA memory") +
+            "; received ones are allocated by " +
+            (options_.device_allocator ? "the application's allocator"
+                                       : "'" + device->name() + "'"));
+  }
   // Received-tensor buffers nobody reused for a while go back to the kernel.
   if (const auto idle = receive_buffers::IdleTimeFromEnvironment(); idle.count() > 0) {
     AddTimer(std::chrono::milliseconds(1000),

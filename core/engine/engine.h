@@ -2,8 +2,10 @@
 //
 // It owns the loaded transports, their listeners and connections, runs the
 // authenticated handshake on every connection, keeps one connection per
-// peer (the lower id's connection wins a race), numbers and deduplicates
-// messages per peer, sends heartbeats and declares a silent peer gone. What
+// peer (the lower id's connection wins a race) and a second one where device
+// messages take another transport (route.h), numbers and deduplicates
+// messages per peer, stages device messages through host memory for a peer
+// no device transport reaches, sends heartbeats and declares a silent peer gone. What
 // messages *mean* is the sink's business (the Agent): the engine only hands
 // each authenticated, deduplicated message up.
 //
@@ -31,8 +33,10 @@
 #pragma once
 
 #include "common/status.h"
+#include "engine/device_memory.h"
 #include "engine/message.h"
 #include "engine/progress_driver.h"
+#include "engine/route.h"
 #include "engine/timer_list.h"
 #include "loader/plugin_loader.h"
 #include "transport/transport.h"
@@ -45,6 +49,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,6 +74,9 @@ struct EngineOptions {
   std::chrono::milliseconds peer_timeout{3000};
   // How long a sleeping-mode waiter spins before it sleeps on the wakeup fds.
   std::chrono::microseconds spin{50};
+  // Where received device tensors are allocated (else the device
+  // transport's allocator).
+  std::optional<AppDeviceAllocator> device_allocator;
 };
 
 class EngineSink {
@@ -117,8 +125,17 @@ class Engine : private ProgressDriver::Pump {
   void RemoveMember(uint64_t id, const Status& why, bool left);
   // The plugin the connection to `id` uses ("" when not connected yet).
   std::string RouteTo(uint64_t id) const;
-  // Picks the plugin for a member, per EngineOptions::transports order
-  // ("auto" picks the highest priority plugin both share in one domain).
+  // What the last message with device tensors to `id` took: a plugin's
+  // name, or "staged" (copied through host memory); "" when none went yet.
+  std::string DeviceRouteTo(uint64_t id) const;
+  // This worker's device memory services (after Start; NULL when no loaded
+  // transport offers them and the application set no allocator).
+  const std::shared_ptr<DeviceMemory>& device_memory() const { return device_memory_; }
+  // Whether a message may carry memory of FERRY_MEM_* `kind`: some member
+  // transport moves it, or can stage it through host memory.
+  bool CanCarry(uint64_t kind) const;
+  // Picks the plugin for a member's host messages: the highest priority
+  // plugin both share in one domain (route.h).
   StatusOr<wire::Endpoint> ChooseEndpoint(const wire::MemberRecord& r) const;
 
   // Sends to member `id` (connecting first if needed; messages wait in order
@@ -154,6 +171,11 @@ class Engine : private ProgressDriver::Pump {
   struct Stats {
     uint64_t connections = 0;
     uint64_t refused = 0;  // handshakes refused (bad secret, wrong job, ...)
+    // Messages with device tensors sent over a device transport; staged
+    // through host memory (and those bytes).
+    uint64_t device_messages = 0;
+    uint64_t staged_messages = 0;
+    uint64_t staged_bytes = 0;
   };
   Stats stats() const;
 
@@ -189,6 +211,7 @@ class Engine : private ProgressDriver::Pump {
   void OnAuth(Conn* c, wire::Reader& r, std::vector<Action>* actions);
   void MakeReady(Conn* c, std::vector<Action>* actions);
   Peer* PeerForReadyConn(Conn* c, std::vector<Action>* actions);
+  void MakeDeviceConnReady(Conn* c, Peer* p);
   void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why,
                       std::vector<Action>* actions);
   // send.cc
@@ -197,7 +220,15 @@ class Engine : private ProgressDriver::Pump {
                        const std::function<void(wire::Writer&)>& body);
   void CloseConnLocked(Conn* c);
   // members.cc
-  Status ConnectToPeer(Peer* p);
+  std::vector<route::Local> LocalRoutes() const;
+  // Sends a numbered member message on the primary (or queues it, connecting).
+  Status SendOnPrimaryLocked(Peer* p, uint64_t seq, std::unique_ptr<OutMessage> msg);
+  Status SendDeviceMessage(uint64_t id, std::unique_ptr<OutMessage> msg, uint64_t needed);
+  // Copies `msg`'s device tensors into host memory (no lock held).
+  Status StageThroughHost(OutMessage* msg, uint64_t* bytes);
+  // Opens the primary connection, or (device_ep) the device connection.
+  Status ConnectToPeer(Peer* p, const wire::Endpoint* device_ep = nullptr);
+  void DeviceConnFailed(Conn* c, const Status& why, std::vector<Action>* actions);
   void ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions);
   void PeerGone(Peer* p, const Status& why, std::vector<Action>* actions);
   // engine.cc, heartbeats.cc
@@ -215,6 +246,7 @@ class Engine : private ProgressDriver::Pump {
 
   mutable std::mutex mu_;  // everything below, except where noted
   std::vector<std::unique_ptr<TransportSlot>> slots_;  // fixed after Start
+  std::shared_ptr<DeviceMemory> device_memory_;        // fixed after Start
   std::map<uint64_t, std::unique_ptr<Conn>> conns_;    // by conn id
   std::map<uint64_t, std::unique_ptr<Peer>> peers_;    // by member id
   uint64_t next_conn_id_ = 1;

@@ -107,6 +107,9 @@ void Engine::OnReject(Conn* c, const wire::Reject& reject, std::vector<Action>* 
     if (it != peers_.end() && it->second->outbound == c) {
       it->second->waiting_for_theirs = true;
     }
+    if (it != peers_.end() && it->second->dev_outbound == c) {
+      it->second->dev_waiting_for_theirs = true;
+    }
     CloseConnLocked(c);  // detaches it from the peer
     return;
   }
@@ -153,6 +156,7 @@ void Engine::OnHello(Conn* c, wire::Reader& r, std::vector<Action>* actions) {
   }
   c->role = hello.role;
   c->store = c->role == wire::Role::kStoreClient;
+  c->device = c->role == wire::Role::kMemberDevice;
   if (!c->store && !AdmitMemberConn(c, actions)) return;
   c->my_nonce = auth::RandomNonce();
   wire::Challenge challenge;
@@ -179,13 +183,22 @@ bool Engine::AdmitMemberConn(Conn* c, std::vector<Action>* actions) {
   }
   // Connect race: the lower id's connection wins, whether still in its
   // handshake or already authenticated here. (Its acceptor may already
-  // have sent calls on it, and takes it for the one.)
-  const bool mine = p->outbound != nullptr || (p->conn != nullptr && p->conn->outbound);
+  // have sent calls on it, and takes it for the one.) A device connection
+  // (HELLO's role) is a second connection, not a rival of the primary: the
+  // same rule applies among device connections only.
+  Conn* const& outbound = c->device ? p->dev_outbound : p->outbound;
+  Conn* const& ready = c->device ? p->dev_conn : p->conn;
+  const bool mine = outbound != nullptr || (ready != nullptr && ready->outbound);
   if (mine && p->record.incarnation == c->peer_incarnation && self_id_ < c->peer_id) {
-    RejectAndClose(c, FERRY_ALREADY_EXISTS, "connection race: mine wins", actions);
+    RejectAndClose(
+        c, FERRY_ALREADY_EXISTS,
+        c->device ? "device connection race: mine wins" : "connection race: mine wins",
+        actions);
     return false;
   }
-  if (p->record.incarnation == c->peer_incarnation) p->inbound = c;
+  if (p->record.incarnation == c->peer_incarnation) {
+    (c->device ? p->dev_inbound : p->inbound) = c;
+  }
   return true;
 }
 
@@ -271,6 +284,10 @@ void Engine::MakeReady(Conn* c, std::vector<Action>* actions) {
     CloseConnLocked(c);
     return;
   }
+  if (c->device) {
+    MakeDeviceConnReady(c, p);
+    return;
+  }
   if (p->conn != nullptr && p->conn != c) CloseConnLocked(p->conn);
   if (p->outbound != nullptr && p->outbound != c) CloseConnLocked(p->outbound);
   if (p->inbound != nullptr && p->inbound != c) CloseConnLocked(p->inbound);
@@ -285,6 +302,32 @@ void Engine::MakeReady(Conn* c, std::vector<Action>* actions) {
     if (!s.ok()) {
       FERRY_LOG(FERRY_LOG_ERROR, kLog,
                 "sending to '" + p->record.name + "' failed: " + s.ToString());
+    }
+  }
+}
+
+// The same for a device connection: it becomes the peer's device
+// connection and sends the device messages that waited for it.
+void Engine::MakeDeviceConnReady(Conn* c, Peer* p) {
+  if (p->dev_conn != nullptr && p->dev_conn != c) CloseConnLocked(p->dev_conn);
+  if (p->dev_outbound != nullptr && p->dev_outbound != c)
+    CloseConnLocked(p->dev_outbound);
+  if (p->dev_inbound != nullptr && p->dev_inbound != c) CloseConnLocked(p->dev_inbound);
+  p->dev_outbound = nullptr;
+  p->dev_inbound = nullptr;
+  p->dev_waiting_for_theirs = false;
+  p->dev_conn = c;
+  FERRY_LOG(FERRY_LOG_DEBUG, kLog,
+            "device connection to '" + p->record.name + "' over " + c->slot->name +
+                " is ready");
+  while (!p->dev_backlog.empty()) {
+    auto [seq, m] = std::move(p->dev_backlog.front());
+    p->dev_backlog.pop_front();
+    Status s = SendOnConnLocked(c, std::move(m), seq);
+    if (!s.ok()) {
+      FERRY_LOG(FERRY_LOG_ERROR, kLog,
+                "sending to '" + p->record.name + "' over " + c->slot->name +
+                    " failed: " + s.ToString());
     }
   }
 }

@@ -3,6 +3,8 @@
 // heard nothing for the whole timeout, or whose handshake has not finished
 // within it, fails. This covers what a transport cannot see by itself: a
 // frozen process, a host gone silent, a fabric that never reports an error.
+// A peer's device connection (peer.h) carries no heartbeats: its primary's
+// cover the peer.
 #include "engine/connection.h"
 #include "engine/engine.h"
 
@@ -18,6 +20,9 @@ void Engine::HeartbeatTick(Clock::time_point now, std::vector<Action>* actions) 
       if (now - c->started > options_.peer_timeout) silent.push_back(c);
       continue;
     }
+    // A device connection is quiet between device messages: the primary's
+    // heartbeats say whether its peer lives.
+    if (c->device) continue;
     if (now - c->last_heard > options_.peer_timeout) {
       silent.push_back(c);
       continue;

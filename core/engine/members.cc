@@ -5,6 +5,7 @@
 #include "engine/connection.h"
 #include "engine/engine.h"
 #include "engine/peer.h"
+#include "engine/route.h"
 
 namespace ferry {
 namespace {
@@ -58,7 +59,7 @@ void Engine::AddMember(const wire::MemberRecord& record) {
     for (auto& [cid, c] : conns_) {
       if (!c->outbound && !c->store && c->state == Conn::State::kChallengeSent &&
           c->peer_id == record.id && c->peer_incarnation == record.incarnation) {
-        p->inbound = c.get();
+        (c->device ? p->dev_inbound : p->inbound) = c.get();
       }
     }
     peers_[record.id] = std::move(p);
@@ -94,39 +95,40 @@ std::string Engine::RouteTo(uint64_t id) const {
   return it->second->conn->slot->name;
 }
 
-StatusOr<wire::Endpoint> Engine::ChooseEndpoint(const wire::MemberRecord& r) const {
-  // Our transports in preference order: the first configured one the peer
-  // also has, in the same domain, wins; with several configured ("auto"),
-  // the highest priority among the shared ones.
-  const wire::Endpoint* best = nullptr;
-  const TransportSlot* best_slot = nullptr;
+std::string Engine::DeviceRouteTo(uint64_t id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = peers_.find(id);
+  return it == peers_.end() ? "" : it->second->device_route;
+}
+
+std::vector<route::Local> Engine::LocalRoutes() const {
+  std::vector<route::Local> mine;
   for (const auto& s : slots_) {
     if (!s->member) continue;
-    for (const auto& e : r.endpoints) {
-      if (e.plugin != s->name || e.domain != s->transport->domain()) continue;
-      if (best == nullptr ||
-          s->transport->info().priority > best_slot->transport->info().priority) {
-        best = &e;
-        best_slot = s.get();
-      }
-    }
+    const auto& info = s->transport->info();
+    mine.push_back(
+        route::Local{s->name, info.memory_kinds, info.priority, s->transport->domain()});
   }
-  if (best == nullptr) {
-    std::string mine, theirs;
-    for (const auto& s : slots_) {
-      if (s->member) mine += (mine.empty() ? "" : ",") + s->name;
-    }
-    for (const auto& e : r.endpoints) theirs += (theirs.empty() ? "" : ",") + e.plugin;
-    return Status(FERRY_UNAVAILABLE,
-                  "no transport reaches worker '" + r.name + "': this worker has [" +
-                      mine + "], it has [" + theirs +
-                      "] (or the same plugin in another domain, e.g. shm on "
-                      "another host); start both with a shared transport");
+  return mine;
+}
+
+StatusOr<wire::Endpoint> Engine::ChooseEndpoint(const wire::MemberRecord& r) const {
+  return route::Choose(LocalRoutes(), r.endpoints, FERRY_MEM_HOST, r.name);
+}
+
+bool Engine::CanCarry(uint64_t kind) const {
+  if (!route::NeedsDevice(kind)) return true;
+  if (kind == FERRY_MEM_CUDA && device_memory_ && device_memory_->can_copy()) return true;
+  for (const auto& s : slots_) {
+    if (s->member && (s->transport->info().memory_kinds & kind) == kind) return true;
   }
-  return *best;
+  return false;
 }
 
 Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
+  uint64_t needed = FERRY_MEM_HOST;
+  for (const auto& t : msg->tensors) needed |= route::MemoryKindOf(t.device);
+  if (route::NeedsDevice(needed)) return SendDeviceMessage(id, std::move(msg), needed);
   std::lock_guard<std::mutex> l(mu_);
   auto it = peers_.find(id);
   if (it == peers_.end()) {
@@ -136,14 +138,20 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
   Peer* p = it->second.get();
   if (p->gone) return p->gone_why;
   if (p->leaving) return p->LeftTheJob();
-  const uint64_t seq = p->next_seq++;
+  return SendOnPrimaryLocked(p, p->next_seq++, std::move(msg));
+}
+
+// `msg` NULL: only makes sure the primary is there or on its way.
+Status Engine::SendOnPrimaryLocked(Peer* p, uint64_t seq,
+                                   std::unique_ptr<OutMessage> msg) {
   if (p->conn != nullptr && p->conn->state == Conn::State::kReady) {
-    return SendOnConnLocked(p->conn, std::move(msg), seq);
+    return msg ? SendOnConnLocked(p->conn, std::move(msg), seq) : Status::Ok();
   }
-  p->backlog.emplace_back(seq, std::move(msg));
+  if (msg) p->backlog.emplace_back(seq, std::move(msg));
   // A connection of the peer's that we accepted will carry this: opening a
   // second one would make two that each side may take for the one.
-  if (p->outbound == nullptr && p->inbound == nullptr && !p->waiting_for_theirs) {
+  if (p->conn == nullptr && p->outbound == nullptr && p->inbound == nullptr &&
+      !p->waiting_for_theirs) {
     Status s = ConnectToPeer(p);
     if (!s.ok()) {
       std::vector<Action> actions;
@@ -159,14 +167,122 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
   return Status::Ok();
 }
 
-Status Engine::ConnectToPeer(Peer* p) {
-  auto ep = ChooseEndpoint(p->record);
+// A message with tensors in device memory: over the device route when one
+// reaches the peer (the primary when that is the same transport, else the
+// peer's device connection), otherwise staged through host memory and sent
+// over the primary (the receiver puts it back into device memory).
+Status Engine::SendDeviceMessage(uint64_t id, std::unique_ptr<OutMessage> msg,
+                                 uint64_t needed) {
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    auto it = peers_.find(id);
+    if (it == peers_.end()) {
+      return Status(FERRY_NOT_FOUND, "worker id " + std::to_string(id) +
+                                         " is not a member of job '" + options_.job +
+                                         "'");
+    }
+    Peer* p = it->second.get();
+    if (p->gone) return p->gone_why;
+    if (p->leaving) return p->LeftTheJob();
+    auto ep = route::Choose(LocalRoutes(), p->record.endpoints, needed, p->record.name);
+    if (ep.ok()) {
+      const uint64_t seq = p->next_seq++;
+      ++stats_.device_messages;
+      p->device_route = ep->plugin;
+      const bool on_primary = p->conn != nullptr && p->conn->state == Conn::State::kReady
+                                  ? p->conn->slot->name == ep->plugin
+                                  : [&] {
+                                      auto host = ChooseEndpoint(p->record);
+                                      return !host.ok() || host->plugin == ep->plugin;
+                                    }();
+      if (on_primary) return SendOnPrimaryLocked(p, seq, std::move(msg));
+      if (p->dev_conn != nullptr && p->dev_conn->state == Conn::State::kReady) {
+        return SendOnConnLocked(p->dev_conn, std::move(msg), seq);
+      }
+      p->dev_backlog.emplace_back(seq, std::move(msg));
+      if (p->dev_outbound == nullptr && p->dev_inbound == nullptr &&
+          !p->dev_waiting_for_theirs) {
+        Status s = ConnectToPeer(p, &ep.value());
+        if (!s.ok()) {
+          std::vector<Action> actions;
+          PeerGone(p, s, &actions);
+          for (auto& a : actions) {
+            timers_.Add(std::chrono::milliseconds(0), Clock::now(), std::move(a));
+          }
+          return s;
+        }
+      }
+      // Heartbeats (and host messages) need the primary: open it too.
+      return SendOnPrimaryLocked(p, 0, nullptr);
+    }
+    if ((needed & ~(FERRY_MEM_HOST | FERRY_MEM_CUDA)) != 0 || !device_memory_ ||
+        !device_memory_->can_copy()) {
+      return Status(FERRY_FAILED_PRECONDITION,
+                    "cannot send device tensors to worker '" + p->record.name +
+                        "': " + ep.status().message() +
+                        ", and no transport loaded in this worker can copy device "
+                        "memory to stage them through host memory: load the "
+                        "cuda_ipc transport (transport \"auto\", or e.g. "
+                        "\"tcp,cuda_ipc\")");
+    }
+    p->device_route = "staged";
+    if (!p->staging_logged) {
+      p->staging_logged = true;
+      FERRY_LOG(FERRY_LOG_INFO, kLog,
+                "device tensors to worker '" + p->record.name +
+                    "' are staged through host memory: " + ep.status().message());
+    }
+  }
+  // The copies run without the lock: they may take a while (64 MiB).
+  uint64_t bytes = 0;
+  Status s = StageThroughHost(msg.get(), &bytes);
+  if (!s.ok()) return s;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.staged_messages;
+    stats_.staged_bytes += bytes;
+  }
+  return SendToMember(id, std::move(msg));
+}
+
+Status Engine::StageThroughHost(OutMessage* msg, uint64_t* bytes) {
+  for (auto& t : msg->tensors) {
+    if (!route::NeedsDevice(route::MemoryKindOf(t.device))) continue;
+    AlignedBuffer host(t.nbytes);
+    Status s = device_memory_->Copy(host.data, DLDevice{kDLCPU, 0}, t.data, t.device,
+                                    t.nbytes, t.stream);
+    if (!s.ok()) {
+      return Status(s.code(), "staging a tensor of " + std::to_string(t.nbytes) +
+                                  " bytes from " + DeviceMemory::DeviceName(t.device) +
+                                  " through host memory failed: " + s.message());
+    }
+    *bytes += t.nbytes;
+    t.data = host.data;
+    t.device = DLDevice{kDLCPU, 0};
+    t.stream = 0;
+    // The bytes are captured: the device memory can go back now.
+    if (t.managed != nullptr && t.managed->deleter != nullptr) {
+      t.managed->deleter(t.managed);
+    }
+    t.managed = nullptr;
+    msg->staged.push_back(std::move(host));
+  }
+  return Status::Ok();
+}
+
+Status Engine::ConnectToPeer(Peer* p, const wire::Endpoint* device_ep) {
+  auto ep = device_ep != nullptr ? StatusOr<wire::Endpoint>(*device_ep)
+                                 : ChooseEndpoint(p->record);
   if (!ep.ok()) return ep.status();
   TransportSlot* slot = SlotNamed(ep->plugin);
   auto c = std::make_unique<Conn>();
   c->id = next_conn_id_++;
   c->slot = slot;
   c->outbound = true;
+  if (device_ep != nullptr) {
+    c->device = true;
+    c->role = wire::Role::kMemberDevice;
+  }
   c->peer_id = p->record.id;
   c->peer_incarnation = p->record.incarnation;
   c->peer_name = p->record.name;
@@ -179,7 +295,7 @@ Status Engine::ConnectToPeer(Peer* p) {
                                 ep->plugin + " " + ep->address + ": " + s.message());
   }
   slot->by_handle[c->handle] = c.get();
-  p->outbound = c.get();
+  (device_ep != nullptr ? p->dev_outbound : p->outbound) = c.get();
   conns_[c->id] = std::move(c);
   return Status::Ok();
 }
@@ -197,6 +313,10 @@ void Engine::ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions
     const uint64_t id = c->id;
     CloseConnLocked(c);
     if (known) actions->push_back([this, id, why] { sink_->OnStoreConnGone(id, why); });
+    return;
+  }
+  if (c->device) {
+    DeviceConnFailed(c, why, actions);
     return;
   }
   auto it = peers_.find(c->peer_id);
@@ -227,6 +347,48 @@ void Engine::ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions
   }
 }
 
+// The same for a device connection: the peer is gone if it was its device
+// connection or our attempt to open one (unless it is leaving), and ours
+// takes over when its attempt failed with device messages waiting.
+void Engine::DeviceConnFailed(Conn* c, const Status& why, std::vector<Action>* actions) {
+  auto it = peers_.find(c->peer_id);
+  Peer* p = it == peers_.end() ? nullptr : it->second.get();
+  const bool was_conn = p != nullptr && p->dev_conn == c;
+  const bool was_outbound = p != nullptr && p->dev_outbound == c;
+  const bool was_inbound = p != nullptr && p->dev_inbound == c;
+  const std::string plugin = c->slot->name;
+  CloseConnLocked(c);  // detaches c from p
+  if (p == nullptr || p->gone) return;
+  if (p->leaving) {
+    // Its last replies come over what remains; nothing new goes to it.
+    if (p->dev_conn == nullptr && p->dev_outbound == nullptr) p->dev_backlog.clear();
+    return;
+  }
+  if (was_inbound && p->dev_conn == nullptr && p->dev_outbound == nullptr &&
+      !p->dev_backlog.empty()) {
+    auto ep =
+        route::Choose(LocalRoutes(), p->record.endpoints, FERRY_MEM_CUDA, p->record.name);
+    Status s = ep.ok() ? ConnectToPeer(p, &ep.value()) : ep.status();
+    if (!s.ok()) PeerGone(p, s, actions);
+    return;
+  }
+  if (was_outbound && p->dev_conn == nullptr && !p->dev_waiting_for_theirs) {
+    PeerGone(p,
+             Status(why.code() == FERRY_UNAVAILABLE ? FERRY_PEER_GONE : why.code(),
+                    "cannot reach worker '" + p->record.name + "' over " + plugin +
+                        " (its device transport): " + why.message()),
+             actions);
+    return;
+  }
+  if (was_conn) {
+    PeerGone(p,
+             Status(why.code() == FERRY_OK ? FERRY_PEER_GONE : why.code(),
+                    "worker '" + p->record.name + "' is gone: its " + plugin +
+                        " connection failed: " + why.message()),
+             actions);
+  }
+}
+
 void Engine::PeerGone(Peer* p, const Status& why, std::vector<Action>* actions) {
   if (p->gone) return;
   p->gone = true;
@@ -234,9 +396,13 @@ void Engine::PeerGone(Peer* p, const Status& why, std::vector<Action>* actions) 
                     ? Status(FERRY_PEER_GONE, why.message())
                     : why;
   p->backlog.clear();
+  p->dev_backlog.clear();
   if (p->conn) CloseConnLocked(p->conn);
   if (p->outbound) CloseConnLocked(p->outbound);
   if (p->inbound) CloseConnLocked(p->inbound);
+  if (p->dev_conn) CloseConnLocked(p->dev_conn);
+  if (p->dev_outbound) CloseConnLocked(p->dev_outbound);
+  if (p->dev_inbound) CloseConnLocked(p->dev_inbound);
   FERRY_LOG(FERRY_LOG_INFO, kLog, p->gone_why.message());
   const PeerKey key{p->record.id, p->record.incarnation};
   if (p->leaving) p->gone_why = p->LeftTheJob();

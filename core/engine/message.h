@@ -17,22 +17,37 @@
 
 namespace ferry {
 
+class DeviceMemory;
+
 // A received segment's bytes, 64-byte aligned (tensors are handed to users
 // as DLPack tensors, which libraries expect aligned); large ones come from
-// the receive-buffer pool (receive_buffers.h).
+// the receive-buffer pool (receive_buffers.h). Or device memory from a
+// worker's device allocator (OnDevice), freed into it.
 struct AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t n);
+  // `n` bytes on `device` from `memory`'s allocator (RESOURCE_EXHAUSTED
+  // naming the size and device when it has none).
+  static StatusOr<AlignedBuffer> OnDevice(std::shared_ptr<DeviceMemory> memory,
+                                          DLDevice device, size_t n);
   ~AlignedBuffer();
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data(o.data), size(o.size) {
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data(o.data), size(o.size), device(o.device), memory(std::move(o.memory)) {
     o.data = nullptr;
     o.size = 0;
+    o.device = DLDevice{kDLCPU, 0};
   }
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   void* data = nullptr;
   size_t size = 0;
+  DLDevice device{kDLCPU, 0};
+  // Set for device memory: the allocator it goes back to.
+  std::shared_ptr<DeviceMemory> memory;
+
+ private:
+  void Release();
 };
 
 // A tensor to send: the caller's DLManagedTensor (its deleter runs once,
@@ -42,6 +57,8 @@ struct OutTensor {
   const void* data = nullptr;
   uint64_t nbytes = 0;
   DLDevice device{};
+  // Device memory: the stream its producer wrote it on (FERRY_STREAM_*).
+  uint64_t stream = 0;
 };
 
 struct OutMessage {
@@ -61,6 +78,9 @@ struct OutMessage {
   const uint8_t* body_data() const { return frame.data() + wire::kEnvelopeSize; }
   size_t body_size() const { return frame.size() - wire::kEnvelopeSize; }
   std::vector<OutTensor> tensors;
+  // Host copies of device tensors staged for a peer no device transport
+  // reaches (members.cc): the tensors' segments point here.
+  std::vector<AlignedBuffer> staged;
   // Keeps borrowed bytes (an owner's value being fetched) alive until sent.
   std::shared_ptr<void> keepalive;
   // Set while the destination is not known yet: encodes body and tensors
@@ -121,6 +141,10 @@ struct InMessage {
   PeerKey from;  // set by the engine when it delivers the message
   std::vector<uint8_t> body;
   std::vector<AlignedBuffer> segments;  // tensor payloads, in order
+  // Set when a segment that arrived in device memory could not get device
+  // memory here (it landed in host memory instead): the message's call
+  // fails with it.
+  Status device_error;
 };
 
 }  // namespace ferry

@@ -1,6 +1,8 @@
 // The engine's record of one member it talks to: its connection (at most
-// one authenticated, plus at most one of each direction mid-handshake), the
-// messages waiting for it, their sequence numbers, and whether it is gone.
+// one authenticated, plus at most one of each direction mid-handshake), its
+// device connection when device messages take another transport (the same
+// shape), the messages waiting for either, their sequence numbers (one
+// space for both connections), and whether it is gone.
 #pragma once
 
 #include "common/status.h"
@@ -11,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <set>
+#include <string>
 #include <utility>
 
 namespace ferry {
@@ -52,6 +55,21 @@ struct Peer {
   bool waiting_for_theirs = false;  // we lost the connect race
   // Messages numbered and waiting for the connection to be authenticated.
   std::deque<std::pair<uint64_t, std::unique_ptr<OutMessage>>> backlog;
+  // The device connection: a second authenticated connection, on the
+  // transport that device messages take (route.h) when that is not the
+  // primary's. Opened by the first side that sends a device message (the
+  // lower id wins a race, as for the primary); carries no heartbeats (the
+  // primary's cover the peer); its failure is the peer's death, unless the
+  // peer is leaving.
+  Conn* dev_conn = nullptr;
+  Conn* dev_outbound = nullptr;
+  Conn* dev_inbound = nullptr;
+  bool dev_waiting_for_theirs = false;
+  std::deque<std::pair<uint64_t, std::unique_ptr<OutMessage>>> dev_backlog;
+  // What the last device message to it took: a transport's name, or
+  // "staged" (through host memory over the primary).
+  std::string device_route;
+  bool staging_logged = false;
   uint64_t next_seq = 1;
   SeenSequences received;
   bool gone = false;

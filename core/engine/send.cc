@@ -53,6 +53,7 @@ Status Engine::SendOnConnLocked(Conn* c, std::unique_ptr<OutMessage> msg, uint64
     segs[i].length = tensor.nbytes;
     segs[i].device = {static_cast<int32_t>(tensor.device.device_type),
                       tensor.device.device_id};
+    segs[i].stream = tensor.stream;
     total += tensor.nbytes;
     ++i;
   }
@@ -103,6 +104,9 @@ void Engine::CloseConnLocked(Conn* c) {
     if (p->conn == c) p->conn = nullptr;
     if (p->outbound == c) p->outbound = nullptr;
     if (p->inbound == c) p->inbound = nullptr;
+    if (p->dev_conn == c) p->dev_conn = nullptr;
+    if (p->dev_outbound == c) p->dev_outbound = nullptr;
+    if (p->dev_inbound == c) p->dev_inbound = nullptr;
   }
   auto calls = c->slot->LockCalls();
   c->slot->transport->Close(c->handle);

@@ -127,6 +127,10 @@ Status Transport::QueryInfo() {
   info_.domain = domain_.c_str();
   info_.description = description_.c_str();
   if ((info_.caps & FERRY_CAP_WAKEUP_FD) == 0) info_.wakeup_fd = -1;
+  // Device memory services: all three entries, and a device memory kind.
+  has_device_memory_ = (info_.memory_kinds & ~FERRY_MEM_HOST) != 0 &&
+                       Has(FERRY_VT(mem_alloc)) && Has(FERRY_VT(mem_free)) &&
+                       Has(FERRY_VT(mem_copy));
   return Status();
 }
 
@@ -253,6 +257,30 @@ StatusOr<std::string> Transport::PeerAddress(ferry_conn_t* conn) {
   Status st = FERRY_GUARDED_CALL(conn_peer_address, err, conn, buf, sizeof buf);
   if (!st.ok()) return st;
   return std::string(buf);
+}
+
+StatusOr<void*> Transport::MemAlloc(ferry_device_t device, uint64_t length) {
+  ErrorText err;
+  void* out = nullptr;
+  Status st = FERRY_GUARDED_CALL(mem_alloc, err, ctx_, device, length, &out, &err.buf);
+  if (!st.ok()) return st;
+  if (out == nullptr) {
+    return Status(FERRY_INTERNAL,
+                  "transport '" + name() + "' mem_alloc returned OK but no memory");
+  }
+  return out;
+}
+
+void Transport::MemFree(ferry_device_t device, void* data) {
+  FERRY_GUARDED_VOID(mem_free, ctx_, device, data);
+}
+
+Status Transport::MemCopy(void* dst, ferry_device_t dst_device, const void* src,
+                          ferry_device_t src_device, uint64_t length,
+                          uint64_t src_stream) {
+  ErrorText err;
+  return FERRY_GUARDED_CALL(mem_copy, err, ctx_, dst, dst_device, src, src_device, length,
+                            src_stream, &err.buf);
 }
 
 }  // namespace ferry

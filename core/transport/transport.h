@@ -53,6 +53,15 @@ class Transport {
   void Dereg(ferry_mr_t* mr);
   StatusOr<std::string> PeerAddress(ferry_conn_t* conn);
 
+  // Device memory services (ABI 0.2; transport.h): present only on a plugin
+  // that offers all three and moves device memory. Callable from any thread,
+  // without the per-transport call lock.
+  bool has_device_memory() const { return has_device_memory_; }
+  StatusOr<void*> MemAlloc(ferry_device_t device, uint64_t length);
+  void MemFree(ferry_device_t device, void* data);
+  Status MemCopy(void* dst, ferry_device_t dst_device, const void* src,
+                 ferry_device_t src_device, uint64_t length, uint64_t src_stream);
+
  private:
   Transport(std::shared_ptr<const Plugin> plugin, ferry_context_t* ctx);
   Status QueryInfo();
@@ -71,6 +80,7 @@ class Transport {
   decltype(ferry_transport_vtable_t::discard) discard_ = nullptr;
   ferry_context_info_t info_{};
   std::string domain_, description_;
+  bool has_device_memory_ = false;
 };
 
 // Presence check usable without a Transport (conformance probes vtables).

@@ -52,7 +52,8 @@ bool DecodeHello(Reader& r, Hello* m) {
   m->incarnation = r.U64();
   m->name = r.Str(kMaxName);
   r.Raw(m->nonce.data(), m->nonce.size());
-  return r.ok() && (m->role == Role::kMember || m->role == Role::kStoreClient);
+  return r.ok() && (m->role == Role::kMember || m->role == Role::kStoreClient ||
+                    m->role == Role::kMemberDevice);
 }
 
 void EncodeChallenge(const Challenge& m, Writer& w) {

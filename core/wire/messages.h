@@ -75,7 +75,9 @@ void Put(Fields& f, const Guid& g);
 Guid GetGuid(Reader& r);
 
 // ---- connection set-up --------------------------------------------------
-enum class Role : uint8_t { kMember = 1, kStoreClient = 2 };
+// kMemberDevice: a member's second connection, on the transport its device
+// messages take (engine/peer.h); authenticated like the first.
+enum class Role : uint8_t { kMember = 1, kStoreClient = 2, kMemberDevice = 3 };
 
 struct Hello {
   uint8_t wire_version = kWireVersion;

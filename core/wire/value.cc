@@ -17,6 +17,7 @@ Value& Value::operator=(Value&& o) noexcept {
     bytes = std::move(o.bytes);
     tensors = std::move(o.tensors);
     rrefs = std::move(o.rrefs);
+    stream = o.stream;
     o.tensors.clear();
   }
   return *this;

@@ -33,6 +33,9 @@ struct Value {
   std::string bytes;
   std::vector<DLManagedTensor*> tensors;  // owned; NULL once taken
   std::vector<std::shared_ptr<RRefHandle>> rrefs;
+  // Device tensors: the stream their producer wrote them on
+  // (FERRY_STREAM_*, ferry/common.h); 0 = ready now.
+  uint64_t stream = 0;
 };
 
 // Checks a tensor the user hands to ferry: contiguous, a sane dtype, its

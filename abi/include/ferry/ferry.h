@@ -101,7 +101,8 @@ typedef struct ferry_device_allocator {
   void* (*alloc)(void* user_data, ferry_device_t device, uint64_t length);
   void (*free)(void* user_data, ferry_device_t device, void* data, uint64_t length);
 } ferry_device_allocator_t;
-#define FERRY_DEVICE_ALLOCATOR_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_device_allocator_t, free)
+#define FERRY_DEVICE_ALLOCATOR_STRUCT_SIZE \
+  FERRY_STRUCT_SIZE(ferry_device_allocator_t, free)
 
 #define FERRY_WORKER_HOST_STORE ((uint32_t)1 << 0) /* embed the store here */
 #define FERRY_WORKER_BUSY_POLL ((uint32_t)1 << 1)  /* spin, never sleep */
@@ -301,9 +302,15 @@ typedef struct ferry_worker_stats {
   uint64_t pending_controls;    /* RRef control messages not yet acknowledged */
   uint64_t pending_calls;       /* calls sent, not answered */
   uint64_t refused_connections; /* bad secret, wrong job, ... */
+  /* 0.2. Messages with device tensors sent over a device transport
+   * (cuda_ipc); those staged through host memory for a peer no device
+   * transport reaches, and the device bytes they copied. */
+  uint64_t device_messages;
+  uint64_t staged_messages;
+  uint64_t staged_bytes;
 } ferry_worker_stats_t;
 #define FERRY_WORKER_STATS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_worker_stats_t, refused_connections)
+  FERRY_STRUCT_SIZE(ferry_worker_stats_t, staged_bytes)
 ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* out);
 
 /* ------------------------------------------------------------------------ */

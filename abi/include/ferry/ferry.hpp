@@ -93,6 +93,13 @@ class Payload {
     rrefs_.push_back(r.get());
     return *this;
   }
+  // Device tensors: the stream their producer wrote them on
+  // (FERRY_STREAM_READY, the default; FERRY_STREAM_LEGACY,
+  // FERRY_STREAM_PER_THREAD, or a CUstream cast to uint64_t).
+  Payload& Stream(uint64_t stream) {
+    stream_ = stream;
+    return *this;
+  }
   // The C view; tensors are handed over by the call that uses it.
   const ferry_payload_t* c() {
     p_ = ferry_payload_t{};
@@ -103,6 +110,7 @@ class Payload {
     p_.num_tensors = static_cast<uint32_t>(tensors_.size());
     p_.rrefs = rrefs_.empty() ? nullptr : rrefs_.data();
     p_.num_rrefs = static_cast<uint32_t>(rrefs_.size());
+    p_.stream = stream_;
     return &p_;
   }
   void Released() { tensors_.clear(); }  // after a call took the tensors
@@ -111,6 +119,7 @@ class Payload {
   std::string bytes_;
   std::vector<DLManagedTensor*> tensors_;
   std::vector<ferry_rref_t*> rrefs_;
+  uint64_t stream_ = FERRY_STREAM_READY;
   ferry_payload_t p_{};
 };
 
@@ -253,6 +262,10 @@ class Worker {
     std::chrono::milliseconds default_timeout{0};
     std::chrono::milliseconds peer_timeout{0};
     std::chrono::milliseconds join_timeout{0};
+    // Where received device tensors are allocated (copied at start; its
+    // functions must outlive the worker and every tensor it received).
+    // NULL = the device transport's own allocator.
+    const ferry_device_allocator_t* device_allocator = nullptr;
   };
   // `args` is a view valid while the handler runs (Message::Borrow). The
   // handler answers `call`, or moves it away to answer later. An exception
@@ -272,6 +285,7 @@ class Worker {
     c.default_timeout_ms = static_cast<uint32_t>(o.default_timeout.count());
     c.peer_timeout_ms = static_cast<uint32_t>(o.peer_timeout.count());
     c.join_timeout_ms = static_cast<uint32_t>(o.join_timeout.count());
+    c.device_allocator = o.device_allocator;
     Check(ferry_worker_start(&c, &w_));
   }
   Worker(Worker&& o) noexcept
