@@ -129,10 +129,10 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, RefusalTest,
     ::testing::Values(
         Refusal{"fx_wrong_major", FERRY_INCOMPATIBLE, {"major"}, {"rebuild"}},
-        // Its range starts at FERRY_TRANSPORT_ABI_MINOR + 10: 0.11 for ABI 0.1.
+        // Its range starts at FERRY_TRANSPORT_ABI_MINOR + 10: 0.12 for ABI 0.2.
         Refusal{"fx_no_overlap",
                 FERRY_INCOMPATIBLE,
-                {"0.11"},
+                {"0." + std::to_string(FERRY_TRANSPORT_ABI_MINOR + 10)},
                 {"rebuild", "upgrade", "update"}},
         Refusal{"fx_bad_minor", FERRY_OK, {"minor"}, kActions},
         Refusal{"fx_null_vtable", FERRY_OK, {"vtable"}, kActions},
@@ -218,8 +218,8 @@ TEST(LoaderRefusal, LoadAllKeepsGoodOnesAndRecordsTheRest) {
   PluginLoader loader = FixtureLoader();
   std::set<std::string> names;
   for (const auto& p : loader.LoadAll()) names.insert(p->name());
-  EXPECT_EQ(names, (std::set<std::string>{"fx_init_fails", "fx_init_throws",
-                                          "fx_optional_missing"}));
+  EXPECT_EQ(names, (std::set<std::string>{"fx_device_no_services", "fx_init_fails",
+                                          "fx_init_throws", "fx_optional_missing"}));
   int refused = 0;
   for (const LoadRecord& r : loader.records()) {
     if (!r.loaded) {
@@ -301,6 +301,29 @@ TEST(RunnerOnBrokenPlugins, UnavailableIsNotRunAndStrictMakesItFail) {
   EXPECT_EQ(WEXITSTATUS(strict.wait_status), 1) << Tail(strict.output);
   EXPECT_NE(strict.output.find("\n1 passed, 2 failed, 0 not run\n"), std::string::npos)
       << Tail(strict.output);
+}
+
+TEST(RunnerOnBrokenPlugins, DeviceClaimWithoutMemoryServices) {
+  // The DEV-* gates in order: the fixture claims FERRY_MEM_CUDA, so DEV-1
+  // is never "host memory only". Without a GPU (or without the CUDA
+  // toolkit at build time) it is not run and says which; with one, it
+  // fails naming the entries a device plugin must offer.
+  RunResult r = RunConformance("--plugin " + Fixture("fx_device_no_services") +
+                               " --requirement DEV-1");
+  ASSERT_TRUE(WIFEXITED(r.wait_status)) << "the runner died:\n" << Tail(r.output);
+  EXPECT_EQ(r.output.find("host memory only"), std::string::npos) << Tail(r.output);
+  if (r.output.find("NOT RUN  DEV-1") != std::string::npos) {
+    EXPECT_EQ(WEXITSTATUS(r.wait_status), 0) << Tail(r.output);
+    EXPECT_TRUE(r.output.find("not run: no GPU: ") != std::string::npos ||
+                r.output.find("not run: built without the CUDA toolkit") !=
+                    std::string::npos)
+        << Tail(r.output);
+  } else {
+    EXPECT_EQ(WEXITSTATUS(r.wait_status), 1) << Tail(r.output);
+    EXPECT_NE(r.output.find("FAIL     DEV-1"), std::string::npos) << Tail(r.output);
+    EXPECT_TRUE(Mentions(r.output, "lacks mem_alloc, mem_free, mem_copy",
+                         "the missing memory services"));
+  }
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 //   echo         connect, say "ready", send every arriving message back
 //                unchanged (same header and segments), until the channel
 //                closes; then close and exit 0.
+//   device-*     the DEV-* receiver (harness/device_peer.cc), in builds
+//                with the CUDA toolkit's headers.
 #include "harness/peer_process.h"
 #include "harness/util.h"
 #include "loader/plugin_loader.h"
@@ -356,6 +358,16 @@ int RunPeer(int argc, char** argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) return 3;
   signal(SIGPIPE, SIG_IGN);
+  if (args.mode.rfind("device-", 0) == 0) {
+#ifdef FERRY_CONFORMANCE_DEVICE
+    return RunDevicePeer(args.mode, args.plugin, args.address, args.fd);
+#else
+    const std::string line =
+        "error this ferry-conformance was built without the CUDA toolkit\n";
+    (void)!write(args.fd, line.data(), line.size());
+    return 1;
+#endif
+  }
   Peer peer(args);
   return peer.Run();
 }

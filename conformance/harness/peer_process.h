@@ -68,4 +68,9 @@ class PeerProcess {
 // argv[1] is "--peer".
 int RunPeer(int argc, char** argv);
 
+// The `--peer device-*` modes (harness/device_peer.cc, built only with the
+// CUDA toolkit's headers): the receiving process of the DEV-* requirements.
+int RunDevicePeer(const std::string& mode, const std::string& plugin,
+                  const std::string& address, int fd);
+
 }  // namespace ferry::conformance

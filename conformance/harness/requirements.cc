@@ -123,6 +123,29 @@ const std::vector<Requirement>& Requirements() {
        "the wakeup fd signals events queued by close() or left over by a small "
        "max_events",
        true},
+
+      // Device memory (ABI 0.2): tests/device_test.cc, or without the CUDA
+      // toolkit tests/device_unavailable_test.cc (all not run).
+      {"DEV-1", "DeviceTest", "MemoryServices", "FERRY_MEM_CUDA and a GPU",
+       "mem_alloc/mem_free/mem_copy are offered and work: cuda:0, exact round trips, "
+       "src_stream honoured, absurd sizes refused",
+       true},
+      {"DEV-2", "DeviceTest", "SegmentsBetweenProcesses", "FERRY_MEM_CUDA and a GPU",
+       "device segments of 1 B to 64 MiB reach another process's device memory exactly; "
+       "device->host, host->device and mixed messages too",
+       true},
+      {"DEV-3", "DeviceTest", "ReadsAfterProducerStream", "FERRY_MEM_CUDA and a GPU",
+       "a segment still being written on segment.stream arrives with the final bytes; "
+       "send() does not block on that stream",
+       true},
+      {"DEV-4", "DeviceTest", "FreedAndReusedMemory", "FERRY_MEM_CUDA and a GPU",
+       "a segment from memory freed and allocated again (same address) arrives with the "
+       "new bytes",
+       true},
+      {"DEV-5", "DeviceTest", "ReceiverKilledWithHandleOpen", "FERRY_MEM_CUDA and a GPU",
+       "a receiver killed holding device handles fails the pending sends (PEER_GONE) in "
+       "bounded time; a new connection still works",
+       true},
   };
   return table;
 }

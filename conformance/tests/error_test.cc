@@ -132,8 +132,11 @@ TEST_P(ErrorTest, FailingCallsFillErrorBuffer) {
     check(
         "send() of max_message_size + 1 bytes",
         [&](ferry_error_buf_t* err) {
-          ferry_segment_t seg{FERRY_SEGMENT_STRUCT_SIZE, 0,      tiny.data(), max + 1,
-                              {FERRY_DEVICE_CPU, 0},     nullptr};
+          ferry_segment_t seg{};
+          seg.struct_size = FERRY_SEGMENT_STRUCT_SIZE;
+          seg.data = tiny.data();
+          seg.length = max + 1;
+          seg.device = {FERRY_DEVICE_CPU, 0};
           ferry_send_args_t args{};
           args.struct_size = FERRY_SEND_ARGS_STRUCT_SIZE;
           args.num_segments = 1;
