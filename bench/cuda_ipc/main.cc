@@ -315,7 +315,12 @@ class Session {
     std::vector<char*> av;
     for (auto& a : args) av.push_back(a.data());
     av.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, self, &fa, nullptr, av.data(), environ);
+    // This very program, however it was started (argv[0] may be a bare
+    // name found on PATH).
+    char exe[4096] = {};
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const char* path = n > 0 ? exe : self;
+    const int rc = posix_spawn(&pid_, path, &fa, nullptr, av.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     close(in[0]);
     if (rc != 0) {

@@ -58,8 +58,10 @@ def latency_panel(ax, report):
         echo = res.get(name, {}).get("device_echo")
         if not echo:
             continue
+        info = res[name].get("info", {})
         label = name if name == "ferry" else "torch.distributed.rpc (%s)" % (
-            "device map" if res[name].get("info", {}).get("device_map") else "staged via host")
+            "device map" if info.get("device_map") else
+            "host tensors" if report["config"]["framework"] == "host" else "staged via host")
         ax.plot(xs, [echo[k]["median_us"] for k in keys], "o-", color=color, label=label)
     noop = res.get("ferry", {}).get("rpc_sync_noop")
     if noop:
