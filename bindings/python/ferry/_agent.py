@@ -270,8 +270,13 @@ def _decode(message):
     return _pickling.loads(message, _make_rref)
 
 
+def _raw_tensor(message, i):
+    t = message.take(i, True)  # a numpy array, or a DeviceTensor
+    return t if type(t) is not _ferry.DeviceTensor else _pickling.from_device(t, "dlpack")
+
+
 def decode_raw(message):
-    tensors = [message.take_numpy(i) for i in range(message.num_tensors())]
+    tensors = [_raw_tensor(message, i) for i in range(message.num_tensors())]
     rrefs = [_RRef(_handle=message.take_rref(i), _py=False) for i in range(message.num_rrefs())]
     return Raw(message.data(), tensors, rrefs)
 
@@ -373,7 +378,14 @@ def _reply_value(call, value):
     except BaseException as e:  # noqa: B036 - answered, not swallowed
         _fail(call, e)
         return
-    call.reply(data, tensors, rrefs)
+    try:
+        call.reply(data, tensors, rrefs)
+    except (TypeError, ValueError) as e:
+        # A tensor ferry cannot send (a non-contiguous device tensor): the
+        # reply was refused before the call was answered, so answer it.
+        if not call.pending():
+            raise
+        _fail(call, e)
 
 
 # The bytes of a Python-held RRef value (module.cc: RRefLocalValue).

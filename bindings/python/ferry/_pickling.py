@@ -16,8 +16,18 @@ Fallbacks, where a framework refuses DLPack (all zero-copy unless noted):
 - torch tensors that require grad (torch 1.13 refuses): sent detached; they
   arrive with requires_grad set again (autograd history does not cross).
 - non-contiguous input: made contiguous first (this one copies).
-- other __dlpack__ exporters (CuPy, JAX, ...): sent by DLPack, arrive as
-  numpy arrays (host memory) or torch tensors (device memory).
+- other __dlpack__ exporters (CuPy, JAX, ...): sent by DLPack; in host
+  memory they arrive as numpy arrays.
+
+Device tensors (DLPack kDLCUDA: torch CUDA tensors, CuPy and JAX arrays)
+are exported with __dlpack__(stream=1): the producer orders its pending
+work before DLPack's legacy default stream, and the payload tells ferry to
+read after that stream's work (FERRY_STREAM_LEGACY), so the host never
+waits. The producer object is kept alive until ferry frees the tensor. A
+non-contiguous one is refused (ferry never copies device memory itself).
+The sender records its framework beside the reference; a device tensor
+arrives as that framework's tensor on the same device index, through
+DLPack (from_device below); see docs/python.md, "Device tensors".
 """
 
 import io
@@ -28,7 +38,12 @@ import types
 
 import numpy as np
 
+from . import _ferry
+
 PROTOCOL = 5
+
+KDLCUDA = 2  # DLPack's device type code for CUDA memory
+LEGACY_STREAM = 1  # DLPack's (and ferry.h's FERRY_STREAM_LEGACY) legacy default stream
 
 
 def _torch():
@@ -67,8 +82,11 @@ class _Pickler(pickle.Pickler):
             self.rrefs.append(obj._handle())
             return ("r", len(self.rrefs) - 1, obj._py)
         if hasattr(obj, "__dlpack__") and not isinstance(obj, type):
-            self.tensors.append(obj.__dlpack__())
-            return ("t", len(self.tensors) - 1, "dlpack", None)
+            if _on_cuda(obj):
+                self.tensors.append((_export_on_its_device(obj), obj))
+            else:
+                self.tensors.append(obj.__dlpack__())
+            return ("t", len(self.tensors) - 1, framework_of(obj), None)
         return None
 
     def _add_numpy(self, a):
@@ -92,13 +110,157 @@ class _Pickler(pickle.Pickler):
         if t.requires_grad:
             t = t.detach()
             meta.append("grad")
-        if not t.is_contiguous():
-            t = t.contiguous()
+        cuda = t.device.type == "cuda"
+        if not cuda and not t.is_contiguous():
+            t = t.contiguous()  # device memory is never copied: refused if not contiguous
         if t.dtype == torch.bool:
             t = t.view(torch.uint8)
             meta.append("bool")
-        self.tensors.append(torch.utils.dlpack.to_dlpack(t))
+        if cuda:
+            # __dlpack__ orders the *current* device's streams: make that
+            # the tensor's device.
+            with torch.cuda.device(t.device):
+                self.tensors.append((_export_device(t), t))
+        else:
+            self.tensors.append(torch.utils.dlpack.to_dlpack(t))
         return ("t", len(self.tensors) - 1, "torch", tuple(meta))
+
+
+def framework_of(obj):
+    """The framework a DLPack exporter belongs to, recorded by the sender
+    so that a device tensor arrives as the same kind: "cupy", "jax", or
+    "dlpack" (any other)."""
+    root = (type(obj).__module__ or "").split(".")[0]
+    if root == "cupy":
+        return "cupy"
+    if root in ("jax", "jaxlib"):
+        return "jax"
+    return "dlpack"
+
+
+def _on_cuda(obj):
+    device = getattr(obj, "__dlpack_device__", None)
+    return device is not None and int(device()[0]) == KDLCUDA
+
+
+def _export_on_its_device(obj):
+    device = getattr(obj, "device", None)
+    use = getattr(device, "use", None)  # a CuPy Device is a context manager
+    if framework_of(obj) == "cupy" and use is not None:
+        with device:
+            return _export_device(obj)
+    return _export_device(obj)
+
+
+def _export_device(obj):
+    """obj's DLPack capsule, its pending work ordered before the legacy
+    default stream (the producer inserts a stream wait; the host does not
+    block)."""
+    try:
+        return obj.__dlpack__(stream=LEGACY_STREAM)
+    except TypeError:
+        # A producer without the stream argument: DLPack says it then
+        # assumes the legacy default stream, which is what ferry reads after.
+        return obj.__dlpack__()
+
+
+# ---- device tensors on arrival --------------------------------------------------
+
+# Frameworks that can hold a received CUDA tensor, in the order tried after
+# the sender's own. JAX is tried only when it was the sender's framework or
+# this process imported it already: its first use takes most of the GPU's
+# memory, not something to do behind a user's back.
+DEVICE_FRAMEWORKS = ("torch", "cupy", "jax")
+_FALLBACKS = ("torch", "cupy")
+
+
+def device_framework_order(preferred, loaded=None):
+    """The frameworks to try for a device tensor the sender made with
+    `preferred`: that one, then those this process imported already, then
+    torch and CuPy."""
+    loaded = sys.modules if loaded is None else loaded
+    order = [preferred] if preferred in DEVICE_FRAMEWORKS else []
+    for name in DEVICE_FRAMEWORKS:
+        if name in loaded and name not in order:
+            order.append(name)
+    for name in _FALLBACKS:
+        if name not in order:
+            order.append(name)
+    return order
+
+
+def _torch_converter():
+    import torch
+
+    if not torch.cuda.is_available():
+        return None  # a CPU-only torch cannot hold it
+    return torch.utils.dlpack.from_dlpack
+
+
+def _cupy_converter():
+    import cupy
+
+    return cupy.from_dlpack
+
+
+def _jax_converter():
+    import jax.dlpack
+
+    def convert(t):
+        try:
+            return jax.dlpack.from_dlpack(t)
+        except TypeError:  # an older JAX takes the capsule only
+            if t.exported:
+                raise
+            return jax.dlpack.from_dlpack(t.__dlpack__())
+
+    return convert
+
+
+_CONVERTERS = {"torch": _torch_converter, "cupy": _cupy_converter, "jax": _jax_converter}
+_converters = {}  # name -> from_dlpack function, or None where unusable here
+
+
+def _converter(name):
+    """The function that makes a `name` array from a DLPack producer, or
+    None where that framework is not importable or cannot hold device
+    memory here. Decided once per process."""
+    try:
+        return _converters[name]
+    except KeyError:
+        pass
+    try:
+        fn = _CONVERTERS[name]()
+    except Exception:  # noqa: BLE001 - not importable (or broken): try the next
+        fn = None
+    _converters[name] = fn
+    return fn
+
+
+def from_device(t, preferred, converter=None):
+    """A received device tensor (a DLPack producer: _ferry.DeviceTensor) as
+    the first framework of device_framework_order(preferred) usable here,
+    zero-copy on its device; t itself if none is. The framework takes
+    ferry's memory as it is (its deleter frees it), never allocating."""
+    converter = converter or _converter
+    for name in device_framework_order(preferred):
+        fn = converter(name)
+        if fn is not None:
+            return fn(t)
+    return t
+
+
+def _restore(value, meta):
+    """What the sender changed to export a torch tensor, undone."""
+    torch = _torch()
+    if torch is not None and isinstance(value, torch.Tensor):
+        if "bool" in meta:
+            value = value.view(torch.bool)
+        if "grad" in meta:
+            value.requires_grad_()
+    elif "bool" in meta and hasattr(value, "view") and hasattr(value, "dtype"):
+        value = value.view(np.bool_)  # a CuPy fallback
+    return value
 
 
 # The message being unpickled on this thread (loads() sets it): _rebuild
@@ -112,24 +274,17 @@ def _rebuild(kind, index, *extra):
     if kind == "r":
         return rref_factory(message.take_rref(index), extra[0])
     kind, meta = extra
+    # Host memory: a numpy array, or a capsule for torch; device memory: a
+    # DeviceTensor, whatever was asked.
+    t = message.take(index, kind != "torch")
+    if type(t) is _ferry.DeviceTensor:
+        t = from_device(t, kind)
+        return _restore(t, meta) if kind == "torch" else t
     if kind == "torch":
         import torch
 
-        t = torch.utils.dlpack.from_dlpack(message.take_capsule(index))
-        if "bool" in meta:
-            t = t.view(torch.bool)
-        if "grad" in meta:
-            t.requires_grad_()
-        return t
-    if kind == "dlpack":
-        try:
-            return message.take_numpy(index)
-        except TypeError:  # device memory: torch can hold it
-            import torch
-
-            return torch.utils.dlpack.from_dlpack(message.take_capsule(index))
-    a = message.take_numpy(index)
-    return a.view(np.bool_) if meta == "bool" else a
+        return _restore(torch.utils.dlpack.from_dlpack(t), meta)
+    return t.view(np.bool_) if meta == "bool" else t
 
 
 # Values that can hold no tensor and no RRef: pickled by plain pickle.

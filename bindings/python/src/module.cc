@@ -47,6 +47,10 @@ class RRefHandle;
 
 // A ferry_payload_t built from Python parts. Tensors not handed to ferry
 // are freed when it goes (ferry takes them on any call, failed or not).
+// Each tensor part is a "dltensor" capsule, a (capsule, producer) pair (a
+// device tensor: the producer is kept alive until ferry frees it), or a
+// buffer (tensors.h). Device tensors were exported on the legacy default
+// stream (ferry/_pickling.py), so the payload's stream says that.
 class Payload {
  public:
   Payload(const py::bytes& data, const py::list& tensors, const py::list& rrefs);
@@ -106,11 +110,27 @@ void GiveToFerry(Payload& p, Call&& call) {
 
 Payload::Payload(const py::bytes& data, const py::list& tensors, const py::list& rrefs)
     : bytes_(data) {
-  for (py::handle t : tensors) {
-    tensors_.push_back(PyCapsule_CheckExact(t.ptr()) ? TensorFromCapsule(t)
-                                                     : TensorFromBuffer(t));
+  bool device = false;
+  try {
+    for (py::handle t : tensors) {
+      DLManagedTensor* dl;
+      if (PyCapsule_CheckExact(t.ptr())) {
+        dl = TensorFromCapsule(t);
+      } else if (PyTuple_CheckExact(t.ptr()) && PyTuple_GET_SIZE(t.ptr()) == 2) {
+        dl =
+            TensorFromCapsule(PyTuple_GET_ITEM(t.ptr(), 0), PyTuple_GET_ITEM(t.ptr(), 1));
+      } else {
+        dl = TensorFromBuffer(t);
+      }
+      tensors_.push_back(dl);
+      device = device || !IsHostMemory(dl->dl_tensor.device);
+    }
+    for (py::handle r : rrefs) rrefs_.push_back(r.cast<RRefHandle&>().get());
+  } catch (...) {
+    // The destructor does not run for a constructor that throws.
+    for (DLManagedTensor* t : tensors_) FreeTensor(t);
+    throw;
   }
-  for (py::handle r : rrefs) rrefs_.push_back(r.cast<RRefHandle&>().get());
   c_.struct_size = FERRY_PAYLOAD_STRUCT_SIZE;
   c_.bytes = PyBytes_AS_STRING(bytes_.ptr());
   c_.num_bytes = static_cast<uint64_t>(PyBytes_GET_SIZE(bytes_.ptr()));
@@ -118,6 +138,7 @@ Payload::Payload(const py::bytes& data, const py::list& tensors, const py::list&
   c_.tensors = tensors_.data();
   c_.rrefs = rrefs_.data();
   c_.num_rrefs = static_cast<uint32_t>(rrefs_.size());
+  c_.stream = device ? FERRY_STREAM_LEGACY : FERRY_STREAM_READY;
 }
 
 // ---- messages --------------------------------------------------------------
@@ -153,6 +174,13 @@ class MessageHandle {
   }
   py::object TakeNumpy(uint32_t i) const { return NumpyFromTensor(Take(i)); }
   py::object TakeCapsule(uint32_t i) const { return CapsuleFromTensor(Take(i)); }
+  // A tensor in device memory as a DeviceTensor; one in host memory as a
+  // numpy array (as_numpy) or a capsule.
+  py::object TakeAny(uint32_t i, bool as_numpy) const {
+    DLManagedTensor* t = Take(i);
+    if (!IsHostMemory(t->dl_tensor.device)) return DeviceTensorFromTensor(t);
+    return as_numpy ? NumpyFromTensor(t) : CapsuleFromTensor(t);
+  }
   std::shared_ptr<RRefHandle> TakeRRef(uint32_t i) const {
     ferry_rref_t* r = ferry_message_take_rref(get(), i);
     if (r == nullptr)
@@ -571,6 +599,20 @@ PYBIND11_MODULE(_ferry, m) {
       [](py::object value) { return CapsuleFromTensor(TensorHoldingObject(value)); },
       "A 'dltensor' capsule holding `value` alive: an RRef value kept as the object.");
 
+  BindTensors(m);
+  m.def(
+      "_device_tensor",
+      [](py::capsule c) {
+        if (!PyCapsule_IsValid(c.ptr(), "dltensor"))
+          throw py::type_error("ferry: expected an unused 'dltensor' capsule");
+        auto* t =
+            static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c.ptr(), "dltensor"));
+        if (PyCapsule_SetName(c.ptr(), "used_dltensor") != 0)
+          throw py::error_already_set();
+        return DeviceTensorFromTensor(t);
+      },
+      "For tests: a DeviceTensor taking a capsule's tensor, as if it had arrived.");
+
   py::class_<WorkerOptions>(m, "WorkerOptions")
       .def(py::init<>())
       .def_readwrite("name", &WorkerOptions::name)
@@ -614,6 +656,7 @@ PYBIND11_MODULE(_ferry, m) {
       .def("num_rrefs", &MessageHandle::NumRRefs)
       .def("take_numpy", &MessageHandle::TakeNumpy)
       .def("take_capsule", &MessageHandle::TakeCapsule)
+      .def("take", &MessageHandle::TakeAny, py::arg("index"), py::arg("as_numpy"))
       .def("take_rref", &MessageHandle::TakeRRef);
 
   py::class_<FutureHandle, std::shared_ptr<FutureHandle>>(m, "Future")

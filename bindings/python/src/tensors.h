@@ -7,8 +7,16 @@
 // deleter that runs the original one with the GIL held (at once if this
 // thread has it, else through the Dispatcher).
 //
+// Device memory (kDLCUDA) goes out the same way: the producer exported it
+// with __dlpack__(stream=1) (ferry/_pickling.py), so its pending work is
+// ordered before the legacy default stream, and the payload says so
+// (FERRY_STREAM_LEGACY). It must be compact: ferry never copies device
+// memory to make it so.
+//
 // In: a received DLManagedTensor becomes a writable numpy array over the
-// received bytes, or a "dltensor" capsule that torch.from_dlpack consumes.
+// received bytes, or a "dltensor" capsule that torch.from_dlpack consumes;
+// one in device memory becomes a DeviceTensor, which any DLPack consumer
+// (torch.from_dlpack, cupy.from_dlpack, jax.dlpack) takes without a copy.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -18,10 +26,16 @@ namespace ferry_py {
 
 namespace py = pybind11;
 
+// True for memory the host can read directly (kDLCPU, kDLCUDAHost).
+bool IsHostMemory(DLDevice d);
+
 // Takes the tensor out of a "dltensor" capsule (from obj.__dlpack__()),
-// marking the capsule used as the DLPack protocol asks. Throws TypeError
-// for anything else.
-DLManagedTensor* TensorFromCapsule(py::handle capsule);
+// marking the capsule used as the DLPack protocol asks; `owner` (the
+// exporting object, may be null) is kept alive until ferry frees the
+// tensor. Throws TypeError for anything else, and ValueError, leaving the
+// capsule unused, for a device tensor ferry cannot send as it is (not
+// compact, or on a device other than CUDA).
+DLManagedTensor* TensorFromCapsule(py::handle capsule, py::handle owner = py::handle());
 
 // The fallback for exporters that refuse DLPack (numpy 1.24 refuses
 // read-only and bool arrays): a C-contiguous buffer, kept alive (not
@@ -47,5 +61,15 @@ py::object NumpyFromTensor(DLManagedTensor* t);
 py::object NumpyView(const DLTensor& t, py::handle base);
 // A "dltensor" capsule owning `t` (torch.utils.dlpack.from_dlpack takes it).
 py::capsule CapsuleFromTensor(DLManagedTensor* t);
+
+// A received tensor in device memory, as a DLPack producer: __dlpack__()
+// hands the tensor over once (a "dltensor" capsule whose deleter is
+// ferry's), __dlpack_device__() says where it is. Its bytes are complete
+// and visible to every stream when it arrives, so a consumer's stream
+// needs no wait. Freed by ferry's deleter if nobody takes it.
+py::object DeviceTensorFromTensor(DLManagedTensor* t);
+
+// Adds the DeviceTensor class to the module.
+void BindTensors(py::module_& m);
 
 }  // namespace ferry_py

@@ -14,15 +14,16 @@ BACKEND = os.environ.get("FERRY_TEST_BACKEND", "tcp")
 
 
 class Cluster:
-    def __init__(self, driver_name="driver"):
-        ferry.init_rpc(driver_name, backend=BACKEND, store="127.0.0.1:0", host_store=True,
+    def __init__(self, driver_name="driver", backend=None):
+        self.backend = backend or BACKEND
+        ferry.init_rpc(driver_name, backend=self.backend, store="127.0.0.1:0", host_store=True,
                        peer_timeout=2.0)
         self.store = ferry.store_address()
         self.procs = {}
 
     def start(self, name, wait=True):
         p = subprocess.Popen([sys.executable, os.path.join(HERE, "worker_main.py"), name,
-                              self.store, BACKEND],
+                              self.store, self.backend],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=HERE, text=True)
         self.procs[name] = p
         if wait:

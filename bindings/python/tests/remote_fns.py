@@ -155,3 +155,42 @@ def shutdown_soon():
     """Leaves gracefully from a helper thread (a handler cannot wait for
     its own call to be answered)."""
     threading.Thread(target=STOP.set).start()
+
+
+# ---- device tensors (test_cuda_tensors.py) ----------------------------------
+
+def scale(x, factor):
+    return x * factor
+
+
+def where_is(x):
+    """(framework, CUDA device index or None) of what arrived here."""
+    root = type(x).__module__.split(".")[0]
+    device = getattr(x, "device", None)
+    if root == "torch":
+        return root, device.index if device.type == "cuda" else None
+    if root == "cupy":
+        return root, device.id
+    return root, None
+
+
+def make_on_device(framework, n, value, device):
+    """A device tensor made here, returned to the caller."""
+    if framework == "torch":
+        import torch
+
+        return torch.full((n,), value, dtype=torch.float32, device="cuda:%d" % device)
+    import cupy
+
+    with cupy.cuda.Device(device):
+        return cupy.full((n,), value, dtype=cupy.float32)
+
+
+def where_all(values):
+    return [where_is(v) for v in values]
+
+
+def transposed_on_device():
+    import torch
+
+    return torch.arange(20.0, device="cuda").reshape(4, 5).t()
