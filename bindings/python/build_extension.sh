@@ -49,6 +49,8 @@ if [ -e "$libdir/libferry.so" ]; then
   link_ferry=(-L"$libdir" -lferry)
 elif [ -e "$libdir/libferry.so.0" ]; then
   link_ferry=("$libdir/libferry.so.0")
+elif ls "$libdir"/libferry.so.0.* >/dev/null 2>&1; then
+  die "only $(cd "$libdir" && ls libferry.so.0.* | head -n 1) in $libdir: the loader needs its soname, libferry.so.0 (ln -s $(cd "$libdir" && ls libferry.so.0.* | head -n 1) $libdir/libferry.so.0)"
 else
   die "no libferry.so or libferry.so.0 in $libdir (build ferry first: cmake --build <build> --target ferry_c)"
 fi
@@ -77,7 +79,7 @@ mkdir -p "$work"
 dl_includes=()
 if [ -n "$dlpack_include" ]; then
   [ -e "$dlpack_include/dlpack/dlpack.h" ] || die "no dlpack/dlpack.h in $dlpack_include"
-  dl_includes=(-isystem "$dlpack_include")
+  dl_includes=(-I"$dlpack_include")  # -I: a system directory given here is left in place
 elif ! echo '#include <dlpack/dlpack.h>' | "$CXX" -fsyntax-only -x c++ - 2>/dev/null; then
   site=$("$PYTHON" -c 'import site, sysconfig; print("\n".join(site.getsitepackages() + [sysconfig.get_paths()["purelib"]]))')
   found=""
