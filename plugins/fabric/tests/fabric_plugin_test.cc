@@ -587,8 +587,9 @@ TEST_P(FabricProvider, MalformedSmallSendsAreRefusedAndSendNothing) {
     return b.t().Send(link.client, args);
   };
   auto seg = [](const void* data, uint64_t length, ferry_mr_t* mr = nullptr) {
-    return ferry_segment_t{FERRY_SEGMENT_STRUCT_SIZE, 0, data, length,
-                           {FERRY_DEVICE_CPU, 0},     mr};
+    return ferry_segment_t{
+        FERRY_SEGMENT_STRUCT_SIZE, 0, data, length, {FERRY_DEVICE_CPU, 0}, mr,
+        FERRY_STREAM_READY};
   };
   const uint32_t max_segments = b.t().info().max_segments;
   struct Case {
