@@ -86,8 +86,8 @@ struct Driver {
 #define FERRY_CUDA_MEMBER(fn) decltype(&::fn) fn = nullptr;
   FERRY_CUDA_DRIVER_FUNCTIONS(FERRY_CUDA_MEMBER)
 #undef FERRY_CUDA_MEMBER
-  int version = 0;   // cuDriverGetVersion: 13000 for CUDA 13.0
-  int devices = 0;   // cuDeviceGetCount after cuInit
+  int version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0
+  int devices = 0;  // cuDeviceGetCount after cuInit
 
   // The process's driver, opened and initialised once (thread-safe). NULL
   // when there is none or it has no device; *why (may be NULL) then says
@@ -121,11 +121,11 @@ struct Driver {
     auto* d = new Driver();
     bool missing = false;
     std::string missing_name;
-#define FERRY_CUDA_LOAD(fn)                                                  \
-  *reinterpret_cast<void**>(&d->fn) = dlsym(lib, FERRY_CUDA_STR(fn));        \
-  if (d->fn == nullptr && !missing) {                                        \
-    missing = true;                                                          \
-    missing_name = FERRY_CUDA_STR(fn);                                       \
+#define FERRY_CUDA_LOAD(fn)                                           \
+  *reinterpret_cast<void**>(&d->fn) = dlsym(lib, FERRY_CUDA_STR(fn)); \
+  if (d->fn == nullptr && !missing) {                                 \
+    missing = true;                                                   \
+    missing_name = FERRY_CUDA_STR(fn);                                \
   }
     FERRY_CUDA_DRIVER_FUNCTIONS(FERRY_CUDA_LOAD)
 #undef FERRY_CUDA_LOAD

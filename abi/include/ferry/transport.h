@@ -330,7 +330,6 @@ typedef struct ferry_segment {
 } ferry_segment_t;
 #define FERRY_SEGMENT_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_segment_t, stream)
 
-
 typedef struct ferry_send_args {
   uint32_t struct_size;
   uint32_t num_segments;
@@ -493,9 +492,8 @@ typedef struct ferry_transport_vtable {
    * `src_stream` (FERRY_STREAM_* or a stream handle). Synchronous: when it
    * returns FERRY_OK, dst holds the bytes. */
   ferry_status_t (*mem_copy)(ferry_context_t* ctx, void* dst, ferry_device_t dst_device,
-                             const void* src, ferry_device_t src_device,
-                             uint64_t length, uint64_t src_stream,
-                             ferry_error_buf_t* err);
+                             const void* src, ferry_device_t src_device, uint64_t length,
+                             uint64_t src_stream, ferry_error_buf_t* err);
 } ferry_transport_vtable_t;
 #define FERRY_TRANSPORT_VTABLE_STRUCT_SIZE \
   FERRY_STRUCT_SIZE(ferry_transport_vtable_t, mem_copy)
