@@ -37,6 +37,7 @@ namespace ferry_cuda {
   X(cuCtxSetCurrent)                   \
   X(cuCtxGetCurrent)                   \
   X(cuCtxGetDevice)                    \
+  X(cuCtxSynchronize)                  \
   X(cuPointerGetAttribute)             \
   X(cuMemGetAddressRange)              \
   X(cuMemAlloc)                        \

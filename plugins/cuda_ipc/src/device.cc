@@ -176,12 +176,26 @@ int Gpu::OrdinalOfBus(const std::string& bus_id) {
 
 void Gpu::DropCachedLocked(Dev& d) {
   for (auto& [size, blocks] : d.free_blocks) {
-    for (CUdeviceptr p : blocks) {
-      cu_->cuMemFree(p);
+    for (Dev::FreeBlock& b : blocks) {
+      AwaitReleasedLocked(d, b);
+      cu_->cuMemFree(b.ptr);
       d.cached_bytes -= size;
     }
   }
   d.free_blocks.clear();
+}
+
+Status Gpu::AwaitReleasedLocked(Dev& d, Dev::FreeBlock& b) {
+  if (b.released == nullptr) return Status();
+  CUresult r = cu_->cuEventQuery(b.released);
+  if (r == CUDA_ERROR_NOT_READY) r = cu_->cuEventSynchronize(b.released);
+  d.events.push_back(b.released);
+  b.released = nullptr;
+  if (r != CUDA_SUCCESS) {
+    return Error(FERRY_INTERNAL, "cuda_ipc: %s",
+                 Err("waiting for the work on a freed buffer", r).c_str());
+  }
+  return Status();
 }
 
 Status Gpu::Alloc(int dev, uint64_t length, void** out) {
@@ -200,9 +214,15 @@ Status Gpu::Alloc(int dev, uint64_t length, void** out) {
   const uint64_t size = SizeClass(length);
   auto it = d.free_blocks.find(size);
   if (it != d.free_blocks.end() && !it->second.empty()) {
-    const CUdeviceptr p = it->second.back();
+    Dev::FreeBlock b = it->second.back();
     it->second.pop_back();
     d.cached_bytes -= size;
+    const CUdeviceptr p = b.ptr;
+    st = AwaitReleasedLocked(d, b);
+    if (!st.ok()) {
+      cu_->cuMemFree(p);  // not known to be idle: never handed out again
+      return st;
+    }
     d.live[p] = size;
     *out = reinterpret_cast<void*>(static_cast<uintptr_t>(p));
     return Status();
@@ -232,7 +252,26 @@ bool Gpu::Free(int dev, void* ptr) {
   const CUdeviceptr p = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
   auto it = d.live.find(p);
   if (it == d.live.end()) return false;
-  d.free_blocks[it->second].push_back(p);
+  Dev::FreeBlock b;
+  b.ptr = p;
+  // Ordered after the work already queued on the legacy default stream (and,
+  // through it, on the context's blocking streams). Without an event (none
+  // could be made), the block waits for the whole device instead.
+  if (UseLocked(dev).ok()) {
+    if (!d.events.empty()) {
+      b.released = d.events.back();
+      d.events.pop_back();
+    } else if (cu_->cuEventCreate(&b.released, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+      b.released = nullptr;
+    }
+    if (b.released != nullptr &&
+        cu_->cuEventRecord(b.released, CU_STREAM_LEGACY) != CUDA_SUCCESS) {
+      d.events.push_back(b.released);
+      b.released = nullptr;
+    }
+  }
+  if (b.released == nullptr) cu_->cuCtxSynchronize();
+  d.free_blocks[it->second].push_back(b);
   d.cached_bytes += it->second;
   d.live.erase(it);
   return true;

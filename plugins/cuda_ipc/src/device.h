@@ -69,6 +69,11 @@ class Gpu {
   // the whole device, so blocks go back to the pool, not the driver, until
   // destruction. Every block is a whole cuMemAlloc allocation, so it can be
   // exported with a legacy IPC handle (the bounce buffers use this).
+  // A block given back is handed out again only once the work queued on the
+  // legacy default stream when it was given back has finished (an event
+  // recorded there by Free): a framework that read a received tensor on its
+  // default stream and dropped it at once must not see the next arrival
+  // overwrite it under its kernels.
   Status Alloc(int dev, uint64_t length, void** out);
   // False when `p` is not a live block of this pool on `dev`.
   bool Free(int dev, void* p);
@@ -84,8 +89,12 @@ class Gpu {
     CUstream send = nullptr;
     CUstream memcpy_stream = nullptr;  // mem_copy's, under copy_mu
     std::vector<CUevent> events;
-    std::map<uint64_t, std::vector<CUdeviceptr>> free_blocks;  // by class
-    std::unordered_map<CUdeviceptr, uint64_t> live;            // block -> class
+    struct FreeBlock {
+      CUdeviceptr ptr = 0;
+      CUevent released = nullptr;  // recorded on the legacy stream at Free
+    };
+    std::map<uint64_t, std::vector<FreeBlock>> free_blocks;  // by class
+    std::unordered_map<CUdeviceptr, uint64_t> live;          // block -> class
     uint64_t cached_bytes = 0;
     std::string bus_id;
     std::unique_ptr<std::mutex> copy_mu{new std::mutex};
@@ -94,6 +103,9 @@ class Gpu {
   Status UseLocked(int dev);  // mu_ held
   Status NewStream(int dev, CUstream* slot, CUstream* out);
   void DropCachedLocked(Dev& d);  // cuMemFree every free block
+  // Waits (rarely: the event is usually done) for the work that may still
+  // read a freed block, then recycles its event. mu_ held.
+  Status AwaitReleasedLocked(Dev& d, Dev::FreeBlock& b);
 
   const ferry_cuda::Driver* cu_;
   std::mutex mu_;
