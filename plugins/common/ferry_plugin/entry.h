@@ -23,6 +23,9 @@
 //     ...
 //     static constexpr auto reg = nullptr;  // an optional slot left empty
 //   };
+//
+// A plugin that moves device memory also names mem_alloc, mem_free and
+// mem_copy (ABI 0.2); one that does not simply leaves them out.
 //   FERRY_PLUGIN_ENTRY(TcpPlugin)
 //
 // The functions take the slot's arguments without the error buffer and may
@@ -164,7 +167,34 @@ struct Slots {
       return Call<P::conn_peer_address>(e, conn, buf, buf_len);
     });
   }
+  static ferry_status_t MemAlloc(ferry_context_t* ctx, ferry_device_t device,
+                                 uint64_t length, void** out,
+                                 ferry_error_buf_t* err) noexcept {
+    return Guard("mem_alloc", err, [&](Status* e) {
+      return Call<P::mem_alloc>(e, ctx, device, length, out);
+    });
+  }
+  static void MemFree(ferry_context_t* ctx, ferry_device_t device, void* data) noexcept {
+    CallVoid<P::mem_free>("mem_free", ctx, device, data);
+  }
+  static ferry_status_t MemCopy(ferry_context_t* ctx, void* dst,
+                                ferry_device_t dst_device, const void* src,
+                                ferry_device_t src_device, uint64_t length,
+                                uint64_t src_stream, ferry_error_buf_t* err) noexcept {
+    return Guard("mem_copy", err, [&](Status* e) {
+      return Call<P::mem_copy>(e, ctx, dst, dst_device, src, src_device, length,
+                               src_stream);
+    });
+  }
 };
+
+// Whether plugin P names the device memory services (all three, or none).
+template <typename P, typename = void>
+struct HasMemoryServices : std::false_type {};
+template <typename P>
+struct HasMemoryServices<
+    P, std::void_t<decltype(P::mem_alloc), decltype(P::mem_free), decltype(P::mem_copy)>>
+    : std::true_type {};
 
 template <typename P>
 constexpr ferry_transport_vtable_t MakeVtable() {
@@ -188,6 +218,11 @@ constexpr ferry_transport_vtable_t MakeVtable() {
   if constexpr (!std::is_null_pointer_v<decltype(P::reg)>) v.reg = S::Reg;
   if constexpr (!std::is_null_pointer_v<decltype(P::dereg)>) v.dereg = S::Dereg;
   v.conn_peer_address = S::ConnPeerAddress;
+  if constexpr (HasMemoryServices<P>::value) {
+    v.mem_alloc = S::MemAlloc;
+    v.mem_free = S::MemFree;
+    v.mem_copy = S::MemCopy;
+  }
   return v;
 }
 
