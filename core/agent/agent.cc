@@ -19,7 +19,7 @@ Agent::Agent(AgentOptions options)
     : options_(std::move(options)), members_(options_.job) {}
 
 Agent::~Agent() {
-  Shutdown(std::chrono::milliseconds(0));
+  Shutdown(ShutdownMode::kImmediate, std::chrono::milliseconds(0));
 }
 
 StatusOr<std::shared_ptr<Agent>> Agent::Start(AgentOptions options) {
@@ -35,12 +35,21 @@ StatusOr<std::shared_ptr<Agent>> Agent::Start(AgentOptions options) {
                   "no rendezvous store address: pass one, or set FERRY_STORE=host:port "
                   "(the first worker hosts it with FERRY_WORKER_HOST_STORE)");
   }
+  if (options.world_size > 0 &&
+      (options.rank < 0 || static_cast<uint32_t>(options.rank) >= options.world_size)) {
+    return Status(FERRY_INVALID_ARGUMENT,
+                  "worker '" + options.name + "': rank " + std::to_string(options.rank) +
+                      " is outside 0.." + std::to_string(options.world_size - 1) +
+                      " (world_size " + std::to_string(options.world_size) + ")");
+  }
+  if (options.world_size == 0) options.rank = -1;
   std::shared_ptr<Agent> agent(new Agent(std::move(options)));
   Status s = agent->StartImpl();
   if (!s.ok()) {
-    agent->Shutdown(std::chrono::milliseconds(0));
+    agent->Shutdown(ShutdownMode::kImmediate, std::chrono::milliseconds(0));
     return s;
   }
+  agent->started_ = true;
   return agent;
 }
 
@@ -57,24 +66,93 @@ Status Agent::StartImpl() {
   incoming_ = std::make_unique<IncomingCalls>(Parts());
 
   self_.name = options_.name;
+  self_.rank = options_.rank;
   self_.endpoints = engine_->endpoints();
   auto joined = JoinStore();
   if (!joined.ok()) return joined.status();
   self_ = joined.value().self;
+  if (options_.world_size == 0) self_.rank = -1;
   engine_->SetSelf(self_.id, self_.incarnation, self_.name);
   rrefs_->SetSelf(self_.id);
-  members_.Add(
-      MemberInfo{self_.id, self_.incarnation, self_.name, MemberState::kAlive, "self"});
+  members_.Add(MemberInfo{self_.id, self_.incarnation, self_.name, MemberState::kAlive,
+                          "self", self_.rank});
+  if (options_.world_size > 0) {
+    std::lock_guard<std::mutex> l(job_mu_);
+    joined_ranks_.insert(self_.rank);
+    arrived_ranks_.insert(joined.value().arrived.begin(), joined.value().arrived.end());
+  }
   for (const auto& m : joined.value().members) {
     ApplyMemberEvent(wire::StoreMemberEvent{wire::MemberEventKind::kJoined, m, ""});
   }
+  for (const auto& d : joined.value().departed) {
+    // A static job's member that joined and left before this one joined:
+    // known by name (calls to it fail with PEER_GONE, not NOT_FOUND) and
+    // counted as joined.
+    const MemberState state =
+        d.state == wire::MemberEventKind::kGone ? MemberState::kGone : MemberState::kLeft;
+    members_.Add(MemberInfo{d.member.id, d.member.incarnation, d.member.name, state, "",
+                            d.member.rank});
+    NoteJobEvent(wire::StoreMemberEvent{wire::MemberEventKind::kJoined, d.member, ""});
+    NoteJobEvent(wire::StoreMemberEvent{d.state, d.member, ""});
+  }
   AddTimers();
-  incoming_->HoldEarlyCallsUntil(std::chrono::steady_clock::now() + kRegistrationGrace);
   engine_->StartLoop();
   FERRY_LOG(FERRY_LOG_INFO, kLog,
             "worker '" + self_.name + "' joined job '" + options_.job + "' as id " +
-                std::to_string(self_.id) + " (store " + store_address_ + ")");
+                std::to_string(self_.id) +
+                (self_.rank >= 0 ? " rank " + std::to_string(self_.rank) + " of " +
+                                       std::to_string(options_.world_size)
+                                 : std::string()) +
+                " (store " + store_address_ + ")");
+  if (options_.world_size > 0) {
+    // Calls from workers whose start returned first wait for this one's
+    // functions until its start returned (and the grace after it).
+    incoming_->HoldEarlyCallsUntil(std::chrono::steady_clock::now() +
+                                   options_.start_timeout + kRegistrationGrace);
+    Status all = WaitForAllRanks();
+    if (!all.ok()) return all;
+  }
+  incoming_->HoldEarlyCallsUntil(std::chrono::steady_clock::now() + kRegistrationGrace);
   return Status::Ok();
+}
+
+Status Agent::WaitForAllRanks() {
+  const auto deadline = std::chrono::steady_clock::now() + options_.start_timeout;
+  auto all_joined = [this] {
+    std::lock_guard<std::mutex> l(job_mu_);
+    return joined_ranks_.size() >= options_.world_size;
+  };
+  if (engine_->WaitUntil(all_joined, deadline)) {
+    FERRY_LOG(FERRY_LOG_INFO, kLog,
+              "all " + std::to_string(options_.world_size) + " workers of job '" +
+                  options_.job + "' joined");
+    return Status::Ok();
+  }
+  std::set<int32_t> have;
+  {
+    std::lock_guard<std::mutex> l(job_mu_);
+    have = joined_ranks_;
+  }
+  return Status(FERRY_DEADLINE_EXCEEDED,
+                "job '" + options_.job + "' is static with world_size " +
+                    std::to_string(options_.world_size) + ": " + RanksMissing(have) +
+                    " did not join within " +
+                    std::to_string(options_.start_timeout.count()) + " ms (worker '" +
+                    self_.name + "' is rank " + std::to_string(self_.rank) +
+                    "): start the missing workers with the same store and job, or "
+                    "raise the start timeout");
+}
+
+std::string Agent::RanksMissing(const std::set<int32_t>& have) const {
+  std::string out;
+  for (int32_t r = 0; r < static_cast<int32_t>(options_.world_size); ++r) {
+    if (have.count(r)) continue;
+    if (!out.empty()) out += ", ";
+    const std::string name = members_.NameOfRank(r);
+    out += name.empty() ? "rank " + std::to_string(r)
+                        : "'" + name + "' (rank " + std::to_string(r) + ")";
+  }
+  return out;
 }
 
 WorkerParts Agent::Parts() {
@@ -117,7 +195,7 @@ StatusOr<wire::StoreJoined> Agent::JoinStore() {
       if (auto a = weak.lock()) a->engine_->SendOnConn(conn, std::move(m));
     };
     sh.local_event = on_event;
-    store_server_ = std::make_unique<StoreServer>(std::move(sh));
+    store_server_ = std::make_unique<StoreServer>(std::move(sh), options_.world_size);
     Status s = engine_->ListenStore(options_.store_address, &store_address_);
     if (!s.ok()) return s;
     store_ = store_server_.get();
@@ -132,6 +210,7 @@ StatusOr<wire::StoreJoined> Agent::JoinStore() {
     so.address = options_.store_address;
     so.job = options_.job;
     so.join_timeout = options_.join_timeout;
+    so.world_size = options_.world_size;
     store_client_ = std::make_unique<StoreClient>(*engine_, std::move(so), on_event);
     store_ = store_client_.get();
   }
@@ -158,12 +237,51 @@ void Agent::ExpireCalls() {
 
 // ---- membership -------------------------------------------------------------
 
+void Agent::NoteJobEvent(const wire::StoreMemberEvent& ev) {
+  if (options_.world_size == 0 || ev.member.rank < 0) return;
+  const int32_t rank = ev.member.rank;
+  {
+    std::lock_guard<std::mutex> l(job_mu_);
+    switch (ev.event) {
+      case wire::MemberEventKind::kJoined:
+        joined_ranks_.insert(rank);
+        break;
+      case wire::MemberEventKind::kArrived:
+        arrived_ranks_.insert(rank);
+        break;
+      case wire::MemberEventKind::kLeft:
+      case wire::MemberEventKind::kGone:
+        // The store sends a member's ARRIVED before its LEFT or GONE on the
+        // same connection, so a member missing from arrived_ranks_ here
+        // never reached shutdown: the barrier cannot complete any more.
+        if (arrived_ranks_.count(rank) || !barrier_broken_.ok() ||
+            arrived_ranks_.size() >= options_.world_size) {
+          break;
+        }
+        barrier_broken_ = Status(
+            FERRY_PEER_GONE,
+            "shutdown: worker '" + ev.member.name + "' (rank " + std::to_string(rank) +
+                ") " +
+                (ev.event == wire::MemberEventKind::kLeft
+                     ? "left without reaching shutdown (a non-graceful shutdown)"
+                 : ev.reason.empty() ? "is gone before reaching shutdown"
+                                     : "is gone before reaching shutdown: " + ev.reason) +
+                "; the job-wide shutdown barrier of job '" + options_.job +
+                "' cannot complete");
+        break;
+    }
+  }
+  engine_->NotifyWaiters();
+}
+
 void Agent::ApplyMemberEvent(const wire::StoreMemberEvent& ev) {
   const auto& r = ev.member;
   if (r.id == self_.id && self_.id != 0) return;
+  NoteJobEvent(ev);
+  if (ev.event == wire::MemberEventKind::kArrived) return;
   if (ev.event == wire::MemberEventKind::kJoined) {
     engine_->AddMember(r);
-    const MemberInfo info{r.id, r.incarnation, r.name, MemberState::kAlive, ""};
+    const MemberInfo info{r.id, r.incarnation, r.name, MemberState::kAlive, "", r.rank};
     if (!members_.Add(info)) return;  // an older incarnation's news
     calls_->OnMemberJoined(r.name, r.id);
     members_.Notify(info);
@@ -231,7 +349,8 @@ void Agent::OnDuplicateControl(PeerKey from, const InMessage& msg) {
 
 void Agent::OnStoreMessage(uint64_t conn, std::unique_ptr<InMessage> msg) {
   const wire::Kind kind = msg->envelope.kind;
-  if (kind == wire::Kind::kStoreJoin || kind == wire::Kind::kStoreLeave) {
+  if (kind == wire::Kind::kStoreJoin || kind == wire::Kind::kStoreLeave ||
+      kind == wire::Kind::kStoreArrive) {
     if (store_server_) store_server_->OnMessage(conn, *msg);
     return;
   }
@@ -245,7 +364,22 @@ void Agent::OnStoreConnGone(uint64_t conn, const Status& why) {
     store_server_->OnConnGone(conn, why);
     return;
   }
-  if (store_client_) store_client_->OnConnGone(conn, why, stopped_.load());
+  if (!store_client_) return;
+  store_client_->OnConnGone(conn, why, stopped_.load());
+  if (options_.world_size > 0 && store_client_->lost()) {
+    {
+      std::lock_guard<std::mutex> l(job_mu_);
+      if (barrier_broken_.ok() && arrived_ranks_.size() < options_.world_size) {
+        barrier_broken_ = Status(
+            FERRY_PEER_GONE, "shutdown: lost the rendezvous store at " + store_address_ +
+                                 " (" + why.message() +
+                                 "): the worker hosting it is gone, so the job-wide "
+                                 "shutdown barrier of job '" +
+                                 options_.job + "' cannot complete");
+      }
+    }
+    engine_->NotifyWaiters();
+  }
 }
 
 void Agent::OnPeerGone(PeerKey peer, const Status& why, bool left) {
@@ -269,9 +403,99 @@ Agent::Stats Agent::stats() {
   return s;
 }
 
-Status Agent::Shutdown(std::chrono::milliseconds grace) {
-  if (stopped_.exchange(true)) return Status::Ok();
-  if (!engine_) return Status::Ok();
+namespace {
+std::string Duration(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + " s"
+                               : std::to_string(d.count()) + " ms";
+}
+}  // namespace
+
+Status Agent::Shutdown(ShutdownMode mode, std::chrono::milliseconds timeout) {
+  if (shutting_down_.exchange(true)) return Status::Ok();
+  const bool unlimited = timeout == std::chrono::milliseconds::max();
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline =
+      unlimited ? std::chrono::steady_clock::time_point::max() : start + timeout;
+  Status result;
+  if (mode == ShutdownMode::kGraceful && options_.world_size > 0 && started_.load()) {
+    result = Barrier(deadline, timeout);
+    if (result.ok() && store_server_) {
+      // The store goes with this worker: let the others hear the last
+      // ARRIVED and leave first (a member that does not is lost within the
+      // heartbeat timeout anyway).
+      const auto others_deadline = std::min(deadline, std::chrono::steady_clock::now() +
+                                                          2 * options_.peer_timeout +
+                                                          std::chrono::milliseconds(500));
+      engine_->WaitUntil([this] { return store_server_->AliveOthers(self_.id) == 0; },
+                         others_deadline);
+    }
+  }
+  std::chrono::milliseconds grace(0);
+  if (mode == ShutdownMode::kGraceful) {
+    grace = unlimited ? options_.default_timeout
+                      : std::max(std::chrono::milliseconds(0),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
+  }
+  Leave(grace);
+  return result;
+}
+
+Status Agent::Barrier(std::chrono::steady_clock::time_point deadline,
+                      std::chrono::milliseconds timeout) {
+  auto broken = [this] {
+    std::lock_guard<std::mutex> l(job_mu_);
+    return barrier_broken_;
+  };
+  // This worker's own work first: its calls answered (a handler's nested
+  // calls included) and its RRef control messages acknowledged. It keeps
+  // serving meanwhile.
+  const bool drained = engine_->WaitUntil(
+      [&] {
+        return (calls_->size() == 0 && rrefs_->stats().pending_controls == 0) ||
+               !broken().ok();
+      },
+      deadline);
+  if (Status b = broken(); !b.ok()) return b;
+  if (!drained) {
+    return Status(FERRY_DEADLINE_EXCEEDED,
+                  "shutdown: worker '" + self_.name + "' (rank " +
+                      std::to_string(self_.rank) + ") still had " +
+                      std::to_string(calls_->size()) +
+                      " calls of its own pending after " + Duration(timeout) +
+                      ", so it never reached the job-wide barrier");
+  }
+  {
+    std::lock_guard<std::mutex> l(job_mu_);
+    arrived_ranks_.insert(self_.rank);
+  }
+  FERRY_LOG(FERRY_LOG_INFO, kLog,
+            "worker '" + self_.name + "' (rank " + std::to_string(self_.rank) +
+                ") reached shutdown; waiting for the others");
+  store_->Arrive(self_.id);
+  auto settled = [this] {
+    std::lock_guard<std::mutex> l(job_mu_);
+    return arrived_ranks_.size() >= options_.world_size || !barrier_broken_.ok();
+  };
+  engine_->WaitUntil(settled, deadline);
+  std::set<int32_t> arrived;
+  {
+    std::lock_guard<std::mutex> l(job_mu_);
+    if (arrived_ranks_.size() >= options_.world_size) return Status::Ok();
+    if (!barrier_broken_.ok()) return barrier_broken_;
+    arrived = arrived_ranks_;
+  }
+  const size_t missing = options_.world_size - arrived.size();
+  return Status(FERRY_DEADLINE_EXCEEDED,
+                std::string("shutdown: ") + (missing == 1 ? "worker " : "workers ") +
+                    RanksMissing(arrived) + " did not reach shutdown within " +
+                    Duration(timeout) + " (job '" + options_.job + "', world_size " +
+                    std::to_string(options_.world_size) + ")");
+}
+
+void Agent::Leave(std::chrono::milliseconds grace) {
+  stopped_ = true;
+  if (!engine_) return;
   const auto deadline = std::chrono::steady_clock::now() + grace;
   // Finish the calls this worker is serving (bounded by `grace`).
   engine_->WaitUntil([this] { return !incoming_ || incoming_->serving() == 0; },
@@ -294,7 +518,6 @@ Status Agent::Shutdown(std::chrono::milliseconds grace) {
                          std::chrono::duration_cast<std::chrono::milliseconds>(
                              deadline - std::chrono::steady_clock::now())));
   if (incoming_) incoming_->StopExecutor();
-  return Status::Ok();
 }
 
 }  // namespace ferry

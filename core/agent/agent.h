@@ -42,6 +42,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,10 +55,23 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   static StatusOr<std::shared_ptr<Agent>> Start(AgentOptions options);
   ~Agent() override;
 
-  // Graceful leave (ferry.h, ferry_worker_shutdown). Idempotent.
-  Status Shutdown(std::chrono::milliseconds grace);
+  // How a worker leaves (ferry.h, ferry_worker_shutdown_ex). kGraceful: in
+  // a static job the job-wide barrier first (docs/membership.md), then this
+  // worker's own leave; in an elastic job only the leave. kImmediate: the
+  // leave without waiting for anything.
+  enum class ShutdownMode { kGraceful, kImmediate };
+  // `timeout`: milliseconds::max() = no limit. Idempotent (a second call
+  // returns OK at once).
+  Status Shutdown(ShutdownMode mode, std::chrono::milliseconds timeout);
+  // Graceful, bounded by `grace` (ferry_worker_shutdown).
+  Status Shutdown(std::chrono::milliseconds grace) {
+    return Shutdown(ShutdownMode::kGraceful, grace);
+  }
 
   uint64_t id() const { return self_.id; }
+  // A static job's rank and world size; -1 and 0 in an elastic job.
+  int32_t rank() const { return self_.rank; }
+  uint32_t world_size() const { return options_.world_size; }
   uint64_t incarnation() const { return self_.incarnation; }
   const std::string& name() const { return options_.name; }
   const std::string& store_address() const { return store_address_; }
@@ -116,6 +131,19 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   // The periodic jobs: call deadlines, acknowledgements, RRef retries.
   void AddTimers();
   void ApplyMemberEvent(const wire::StoreMemberEvent& ev);
+  // A static job's bookkeeping of a member event (ranks joined, arrived at
+  // shutdown, lost before it).
+  void NoteJobEvent(const wire::StoreMemberEvent& ev);
+  // A static job's start: waits until every rank joined.
+  Status WaitForAllRanks();
+  // A static job's shutdown barrier (docs/membership.md).
+  Status Barrier(std::chrono::steady_clock::time_point deadline,
+                 std::chrono::milliseconds timeout);
+  // "'w2' (rank 2), rank 3" for the ranks of 0..world_size-1 not in `have`.
+  std::string RanksMissing(const std::set<int32_t>& have) const;
+  // This worker's own leave: stop serving, release RRefs, tell the store,
+  // close. `grace` bounds the wait for the calls it is serving.
+  void Leave(std::chrono::milliseconds grace);
   // The call-deadline timer: the early calls' grace, then the deadlines.
   void ExpireCalls();
 
@@ -134,6 +162,14 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   wire::MemberRecord self_;
   std::string store_address_;
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> started_{false};  // Start succeeded
+
+  // A static job's state, as the store's news tells it (job_mu_ guards it).
+  std::mutex job_mu_;
+  std::set<int32_t> joined_ranks_;   // ever joined (leaving does not undo it)
+  std::set<int32_t> arrived_ranks_;  // reached the shutdown barrier
+  Status barrier_broken_;            // the first member lost before arriving
 };
 
 }  // namespace ferry

@@ -29,6 +29,7 @@ StatusOr<std::shared_ptr<RRefHandle>> Agent::Remote(const std::string& to,
   // RRef needs the owner's id now, so remote() to a worker not yet joined
   // waits for it (within the timeout) first.
   uint64_t owner = target.value();
+  if (owner == 0 && options_.world_size > 0) return calls_->UnknownInStaticJob(to);
   if (owner == 0) {
     const auto deadline =
         steady_clock::now() + (timeout.count() ? timeout : options_.default_timeout);

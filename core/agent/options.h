@@ -24,6 +24,13 @@ struct AgentOptions {
   std::chrono::milliseconds peer_timeout{3000};
   std::chrono::milliseconds join_timeout{10000};
   unsigned executor_threads = 4;
+  // A static job (docs/membership.md): world_size > 0 workers, this one of
+  // rank `rank` (0..world_size-1). 0: an elastic job, rank unused. The C
+  // API resolves both from the options or WORLD_SIZE / RANK.
+  uint32_t world_size = 0;
+  int32_t rank = -1;
+  // A static job's start waits this long for every rank to join.
+  std::chrono::milliseconds start_timeout{300000};
   // Where received device tensors are allocated (else the device
   // transport's allocator).
   std::optional<AppDeviceAllocator> device_allocator;

@@ -22,6 +22,13 @@ uint32_t RemainingMs(steady_clock::time_point deadline) {
 
 OutgoingCalls::OutgoingCalls(WorkerParts parts) : w_(std::move(parts)) {}
 
+Status OutgoingCalls::UnknownInStaticJob(const std::string& to) const {
+  return Status(FERRY_NOT_FOUND, "no worker named '" + to + "' in job '" +
+                                     w_.options.job + "' (static, world_size " +
+                                     std::to_string(w_.options.world_size) +
+                                     "); its workers are " + w_.members.Describe());
+}
+
 std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Request req,
                                              Value args, milliseconds timeout,
                                              OnSettled on_settled) {
@@ -40,6 +47,11 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
   const auto deadline = steady_clock::now() + timeout;
   auto target = w_.members.Resolve(to);
   if (!target.ok()) return fail(target.status());
+  if (target.value() == 0 && w_.options.world_size > 0) {
+    // A static job's members all joined before its start returned: a name
+    // none of them has is a mistake, not a worker still to come (torch).
+    return fail(UnknownInStaticJob(to));
+  }
   const uint64_t self = w_.engine.self_id();
   if (target.value() == self && self != 0) {
     return fail(

@@ -45,6 +45,8 @@ class OutgoingCalls {
   // is not called: the RRef context has been shut down first).
   void CancelAll(const Status& why);
   size_t size();
+  // NOT_FOUND for a name no member of this static job has, listing them.
+  Status UnknownInStaticJob(const std::string& to) const;
 
  private:
   struct PendingCall {

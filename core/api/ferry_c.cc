@@ -7,6 +7,8 @@
 #include "common/log.h"
 #include "loader/plugin_loader.h"
 
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -95,6 +97,74 @@ void DropTensors(const ferry_payload_t* p) {
 
 milliseconds Ms(uint32_t ms) {
   return milliseconds(ms);
+}
+
+// A whole number in [0, max] from environment variable `name` (set and
+// not empty), into *out; INVALID_ARGUMENT naming it otherwise.
+Status EnvNumber(const char* name, long long max, long long* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    return Status(FERRY_INVALID_ARGUMENT, std::string(name) + " is not set");
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || n < 0 || n > max) {
+    return Status(FERRY_INVALID_ARGUMENT, std::string(name) + "='" + v +
+                                              "' is not a whole number in 0.." +
+                                              std::to_string(max));
+  }
+  *out = n;
+  return Status::Ok();
+}
+
+// The job's kind (ferry.h, ferry_worker_options_t.world_size): the
+// options, else WORLD_SIZE / RANK as torchrun sets them, else elastic.
+Status ResolveJobKind(const ferry_worker_options_t* o, ferry::AgentOptions* ao) {
+  const bool present = FERRY_FIELD_PRESENT(o, ferry_worker_options_t, rank);
+  const uint32_t world_size = present ? o->world_size : 0;
+  const int32_t rank = present ? o->rank : -1;
+  if (world_size > 0) {
+    ao->world_size = world_size;
+    if (rank >= 0) {
+      ao->rank = rank;
+      return Status::Ok();
+    }
+    long long r = 0;
+    Status s = EnvNumber("RANK", INT32_MAX, &r);
+    if (!s.ok()) {
+      return Status(FERRY_INVALID_ARGUMENT,
+                    "world_size " + std::to_string(world_size) +
+                        " is given with a negative rank, which means the environment's "
+                        "RANK, but " +
+                        s.message() + ": pass a rank in 0.." +
+                        std::to_string(world_size - 1));
+    }
+    ao->rank = static_cast<int32_t>(r);
+    return Status::Ok();
+  }
+  const char* ws = std::getenv("WORLD_SIZE");
+  if ((o->flags & FERRY_WORKER_ELASTIC) != 0 || ws == nullptr || *ws == '\0') {
+    return Status::Ok();  // elastic
+  }
+  long long n = 0, r = 0;
+  Status s = EnvNumber("WORLD_SIZE", INT32_MAX, &n);
+  if (s.ok() && n == 0) {
+    s = Status(FERRY_INVALID_ARGUMENT, "WORLD_SIZE=0 names no workers");
+  }
+  if (s.ok()) s = EnvNumber("RANK", INT32_MAX, &r);
+  if (!s.ok()) {
+    return Status(
+        FERRY_INVALID_ARGUMENT,
+        "this worker names no world_size, so it takes the static job the "
+        "environment describes (WORLD_SIZE, RANK, as torchrun sets them), but " +
+            s.message() +
+            ": set both, or start an elastic worker with FERRY_WORKER_ELASTIC "
+            "(or without WORLD_SIZE)");
+  }
+  ao->world_size = static_cast<uint32_t>(n);
+  ao->rank = static_cast<int32_t>(r);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -205,6 +275,11 @@ ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_
       }
       ao.device_allocator = ferry::AppDeviceAllocator{a->user_data, a->alloc, a->free};
     }
+    if (Status s = ResolveJobKind(o, &ao); !s.ok()) return Fail(s);
+    if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, start_timeout_ms) &&
+        o->start_timeout_ms) {
+      ao.start_timeout = Ms(o->start_timeout_ms);
+    }
     ao.auto_select = auto_select;
     auto agent = Agent::Start(std::move(ao));
     if (!agent.ok()) return Fail(agent.status());
@@ -218,16 +293,30 @@ ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_
 }
 
 ferry_status_t ferry_worker_shutdown(ferry_worker_t* w, uint32_t timeout_ms) {
+  return ferry_worker_shutdown_ex(w, FERRY_SHUTDOWN_GRACEFUL, timeout_ms);
+}
+
+ferry_status_t ferry_worker_shutdown_ex(ferry_worker_t* w, uint32_t flags,
+                                        uint32_t timeout_ms) {
   FERRY_API_GUARD({
     if (w == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "worker is NULL");
-    return Fail(w->agent->Shutdown(Ms(timeout_ms)));
+    if ((flags & ~FERRY_SHUTDOWN_IMMEDIATE) != 0) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_worker_shutdown_ex: unknown flags " + std::to_string(flags) +
+                      " (FERRY_SHUTDOWN_GRACEFUL or FERRY_SHUTDOWN_IMMEDIATE)");
+    }
+    const Agent::ShutdownMode mode = (flags & FERRY_SHUTDOWN_IMMEDIATE) != 0
+                                         ? Agent::ShutdownMode::kImmediate
+                                         : Agent::ShutdownMode::kGraceful;
+    return Fail(w->agent->Shutdown(
+        mode, timeout_ms == FERRY_NO_TIMEOUT ? milliseconds::max() : Ms(timeout_ms)));
   })
 }
 
 void ferry_worker_destroy(ferry_worker_t* w) {
   if (w == nullptr) return;
   try {
-    w->agent->Shutdown(Ms(0));
+    w->agent->Shutdown(Agent::ShutdownMode::kImmediate, Ms(0));
   } catch (...) {
   }
   delete w;
@@ -235,6 +324,12 @@ void ferry_worker_destroy(ferry_worker_t* w) {
 
 uint64_t ferry_worker_id(const ferry_worker_t* w) {
   return w ? w->agent->id() : 0;
+}
+int32_t ferry_worker_rank(const ferry_worker_t* w) {
+  return w ? w->agent->rank() : -1;
+}
+uint32_t ferry_worker_world_size(const ferry_worker_t* w) {
+  return w ? w->agent->world_size() : 0;
 }
 const char* ferry_worker_name(const ferry_worker_t* w) {
   return w ? w->name.c_str() : "";
@@ -254,13 +349,21 @@ ferry_status_t ferry_worker_members(ferry_worker_t* w, ferry_member_t* out,
     static thread_local std::vector<ferry::MemberInfo> keep;
     keep = w->agent->Members();
     *count = static_cast<uint32_t>(keep.size());
+    // A 0.1 caller's elements end at `transport` and it never set
+    // struct_size; a 0.2 caller says FERRY_MEMBER_STRUCT_SIZE in out[0].
+    const size_t stride = capacity > 0 && out[0].struct_size == FERRY_MEMBER_STRUCT_SIZE
+                              ? FERRY_MEMBER_STRUCT_SIZE
+                              : FERRY_STRUCT_SIZE(ferry_member_t, transport);
     for (uint32_t i = 0; i < capacity && i < keep.size(); ++i) {
-      out[i].struct_size = FERRY_MEMBER_STRUCT_SIZE;
-      out[i].state = static_cast<int32_t>(keep[i].state);
-      out[i].id = keep[i].id;
-      out[i].incarnation = keep[i].incarnation;
-      out[i].name = keep[i].name.c_str();
-      out[i].transport = keep[i].transport.c_str();
+      ferry_member_t c{};
+      c.struct_size = static_cast<uint32_t>(stride);
+      c.state = static_cast<int32_t>(keep[i].state);
+      c.id = keep[i].id;
+      c.incarnation = keep[i].incarnation;
+      c.name = keep[i].name.c_str();
+      c.transport = keep[i].transport.c_str();
+      c.rank = keep[i].rank;
+      std::memcpy(reinterpret_cast<char*>(out) + i * stride, &c, stride);
     }
     return Ok();
   })
@@ -293,6 +396,7 @@ ferry_status_t ferry_on_membership(ferry_worker_t* w, ferry_member_fn fn,
       c.incarnation = m.incarnation;
       c.name = m.name.c_str();
       c.transport = transport.c_str();
+      c.rank = m.rank;
       fn(user_data, &c);
     });
     return Ok();

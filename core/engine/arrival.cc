@@ -22,7 +22,8 @@ bool IsHandshake(wire::Kind k) {
 
 bool IsStoreKind(wire::Kind k) {
   return k == wire::Kind::kStoreJoin || k == wire::Kind::kStoreJoined ||
-         k == wire::Kind::kStoreMemberEvent || k == wire::Kind::kStoreLeave;
+         k == wire::Kind::kStoreMemberEvent || k == wire::Kind::kStoreLeave ||
+         k == wire::Kind::kStoreArrive;
 }
 
 // A message whose body travelled as segment 0 (too big for the header):

@@ -71,6 +71,32 @@ size_t MemberTable::AliveCount() const {
   return k;
 }
 
+std::string MemberTable::Describe() const {
+  std::vector<MemberInfo> all;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [id, m] : by_id_) all.push_back(m);
+  }
+  std::stable_sort(all.begin(), all.end(), [](const MemberInfo& a, const MemberInfo& b) {
+    return a.rank < b.rank;
+  });
+  std::string out;
+  for (const auto& m : all) {
+    if (!out.empty()) out += ", ";
+    out += "'" + m.name + "'";
+    if (m.rank >= 0) out += " (rank " + std::to_string(m.rank) + ")";
+  }
+  return out;
+}
+
+std::string MemberTable::NameOfRank(int32_t rank) const {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [id, m] : by_id_) {
+    if (m.rank == rank) return m.name;
+  }
+  return "";
+}
+
 void MemberTable::OnChange(Callback cb) {
   std::lock_guard<std::mutex> l(mu_);
   callbacks_.push_back(std::move(cb));

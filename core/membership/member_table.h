@@ -27,6 +27,7 @@ struct MemberInfo {
   std::string name;
   MemberState state = MemberState::kAlive;
   std::string transport;  // "self", a plugin name, or "" (not connected)
+  int32_t rank = -1;      // in a static job; -1 in an elastic one
 };
 
 class MemberTable {
@@ -50,6 +51,11 @@ class MemberTable {
   // Every member known, those alive first, each group by id.
   std::vector<MemberInfo> List() const;
   size_t AliveCount() const;
+  // Every member known, for error messages: "'w0' (rank 0), 'w1' (rank 1)"
+  // (ranks when the job has them), by rank or id.
+  std::string Describe() const;
+  // The name of the member of rank `rank`, or "" if none is known.
+  std::string NameOfRank(int32_t rank) const;
 
   using Callback = std::function<void(const MemberInfo&)>;
   // `cb` hears of every member that joins, leaves or is gone from now on.

@@ -2,8 +2,9 @@
 // store, whichever store it is (DESIGN.md, "The core": the embedded store by
 // default, etcd for clusters). A worker joins with its member record and
 // gets its id, its incarnation and the members already there; from then on
-// the store tells it of every other member that joins, leaves or is gone;
-// at the end it leaves.
+// the store tells it of every other member that joins, leaves or is gone
+// (and, in a static job, reaches the shutdown barrier); at the end it
+// leaves.
 //
 // Implementations today: StoreServer (store_server.h), the embedded store,
 // joined directly by the worker that hosts it, and StoreClient
@@ -40,6 +41,11 @@ class RendezvousStore {
   // Leaves the job gracefully (the others hear "left", not "gone"). Does
   // not wait for an answer; a no-op if `id` never joined.
   virtual void Leave(uint64_t id) = 0;
+
+  // A static job's shutdown barrier: member `id` reached shutdown. The
+  // others hear it as an ARRIVED member event (docs/membership.md, "The
+  // shutdown barrier"). Idempotent; does not wait for an answer.
+  virtual void Arrive(uint64_t id) = 0;
 };
 
 }  // namespace ferry

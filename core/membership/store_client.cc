@@ -50,7 +50,10 @@ Status StoreClient::TryJoin(const wire::MemberRecord& self,
   auto m = std::make_unique<OutMessage>();
   m->kind = wire::Kind::kStoreJoin;
   wire::Writer w = m->BodyWriter();
-  wire::Put(w, self);
+  wire::StoreJoin join;
+  join.self = self;
+  join.world_size = options_.world_size;
+  wire::Put(w, join);
   Status s = engine_.SendOnConn(conn.value(), std::move(m));
   if (!s.ok()) return s;
   engine_.WaitUntil(
@@ -76,7 +79,15 @@ Status StoreClient::TryJoin(const wire::MemberRecord& self,
 }
 
 void StoreClient::Leave(uint64_t /*id*/) {
-  // The store knows this worker by its connection: LEAVE has no body.
+  SendBare(wire::Kind::kStoreLeave);
+}
+
+void StoreClient::Arrive(uint64_t /*id*/) {
+  SendBare(wire::Kind::kStoreArrive);
+}
+
+void StoreClient::SendBare(wire::Kind kind) {
+  // The store knows this worker by its connection: no body.
   uint64_t conn;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -84,8 +95,13 @@ void StoreClient::Leave(uint64_t /*id*/) {
   }
   if (conn == 0) return;
   auto m = std::make_unique<OutMessage>();
-  m->kind = wire::Kind::kStoreLeave;
+  m->kind = kind;
   engine_.SendOnConn(conn, std::move(m));
+}
+
+bool StoreClient::lost() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return lost_;
 }
 
 void StoreClient::OnMessage(uint64_t /*conn*/, const InMessage& msg) {
@@ -101,11 +117,7 @@ void StoreClient::OnMessage(uint64_t /*conn*/, const InMessage& msg) {
   }
   if (kind == wire::Kind::kStoreMemberEvent) {
     wire::StoreMemberEvent ev;
-    const uint8_t k = r.U8();
-    if (!wire::Get(r, &ev.member) || k < 1 || k > 3) return;
-    ev.reason = r.Str(64 * 1024);
-    if (!r.ok()) return;
-    ev.event = static_cast<wire::MemberEventKind>(k);
+    if (!wire::Get(r, &ev)) return;
     on_event_(ev);
   }
 }
@@ -118,6 +130,7 @@ void StoreClient::OnConnGone(uint64_t conn, const Status& why, bool worker_stopp
     // An earlier, failed attempt's connection (Join retries) says nothing
     // about the current one; ids only grow.
     if (!joined && conn >= conn_) status_ = why;
+    if (joined && conn == conn_) lost_ = true;
   }
   if (joined && !worker_stopping) {
     FERRY_LOG(FERRY_LOG_WARN, kLog,

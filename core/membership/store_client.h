@@ -26,6 +26,7 @@ class StoreClient : public RendezvousStore {
     std::string address;  // host:port of the worker hosting the store
     std::string job;      // for error messages
     std::chrono::milliseconds join_timeout{10000};
+    uint32_t world_size = 0;  // the joiner's job: 0 = elastic
   };
   StoreClient(Engine& engine, Options options, MemberEventHandler on_event);
 
@@ -33,6 +34,11 @@ class StoreClient : public RendezvousStore {
   // not listening yet is retried until the join timeout.
   StatusOr<wire::StoreJoined> Join(const wire::MemberRecord& self) override;
   void Leave(uint64_t id) override;
+  void Arrive(uint64_t id) override;
+
+  // True once the connection of a successful join is gone (the store's
+  // host died or left): no news comes from the store any more.
+  bool lost() const;
 
   // A message from the store (JOINED, a member event).
   void OnMessage(uint64_t conn, const InMessage& msg);
@@ -49,9 +55,13 @@ class StoreClient : public RendezvousStore {
   const Options options_;
   const MemberEventHandler on_event_;
 
-  std::mutex mu_;      // everything below
-  uint64_t conn_ = 0;  // the latest attempt's connection
+  // Sends a body-less store message (LEAVE, ARRIVE) on the joined connection.
+  void SendBare(wire::Kind kind);
+
+  mutable std::mutex mu_;  // everything below
+  uint64_t conn_ = 0;      // the latest attempt's connection
   bool answered_ = false;
+  bool lost_ = false;
   wire::StoreJoined reply_;
   // What broke the latest attempt's connection before the store answered.
   Status status_;

@@ -35,13 +35,21 @@ class StoreServer : public RendezvousStore {
     // Tell the hosting worker itself about a membership event.
     MemberEventHandler local_event;
   };
-  explicit StoreServer(Hooks hooks) : hooks_(std::move(hooks)) {}
+  // `world_size`: 0 for an elastic job; else the job is static and every
+  // joiner must name this world_size and a rank of its own (the hosting
+  // worker's options decide the job's kind, before anyone can join).
+  StoreServer(Hooks hooks, uint32_t world_size)
+      : hooks_(std::move(hooks)), world_size_(world_size) {}
 
   // RendezvousStore, for the hosting worker: it joins and leaves without a
   // connection. Join never blocks.
   StatusOr<wire::StoreJoined> Join(const wire::MemberRecord& self) override;
   void Leave(uint64_t id) override;
-  // A store-protocol message (JOIN, LEAVE) on connection `conn`.
+  void Arrive(uint64_t id) override;
+  // Members alive other than `id` (the hosting worker waits, at the end of
+  // a static job's shutdown, until the others left: the store goes with it).
+  size_t AliveOthers(uint64_t id);
+  // A store-protocol message (JOIN, LEAVE, ARRIVE) on connection `conn`.
   void OnMessage(uint64_t conn, const InMessage& msg);
   // `why`: what broke the connection (a heartbeat timeout, a reset, ...);
   // passed on to the members with the GONE event.
@@ -52,17 +60,25 @@ class StoreServer : public RendezvousStore {
     wire::MemberRecord record;
     uint64_t conn = 0;  // 0: the hosting worker
     bool alive = false;
+    bool gone = false;     // not alive: lost (true) or left (false)
+    bool arrived = false;  // reached the shutdown barrier (static jobs)
   };
-  // Admits `record` (joining on `conn`, 0 for the hosting worker) or
-  // refuses it; the reply for the joiner.
-  wire::StoreJoined Admit(uint64_t conn, wire::MemberRecord record);
+  // Admits `join` (joining on `conn`, 0 for the hosting worker) or refuses
+  // it; the reply for the joiner.
+  wire::StoreJoined Admit(uint64_t conn, wire::StoreJoin join);
+  // Why `join` cannot join this job ("" if it can). Called with mu_ held.
+  std::string Refusal(const wire::StoreJoin& join, int32_t* code) const;
+  // Marks the member behind `conn` (0: by id) arrived; false if it was
+  // already, or is unknown.
+  bool MarkArrived(uint64_t conn, uint64_t id, wire::MemberRecord* r);
   void Announce(wire::MemberEventKind kind, const wire::MemberRecord& r,
                 uint64_t except_conn, const std::string& reason = "");
   // Marks the member behind `conn` (0: by id) not alive; its record, or an
   // empty one when none matched.
-  wire::MemberRecord MarkDown(uint64_t conn, uint64_t id);
+  wire::MemberRecord MarkDown(uint64_t conn, uint64_t id, bool gone);
 
   Hooks hooks_;
+  const uint32_t world_size_;
   std::mutex mu_;
   std::map<std::string, Entry> by_name_;
   uint64_t next_id_ = 1;

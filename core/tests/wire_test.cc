@@ -198,5 +198,93 @@ TEST(WireTest, ACountLargerThanTheMessageFailsBeforeAllocating) {
   EXPECT_TRUE(v.tensors.empty());
 }
 
+// The store messages of a static job carry the job (world_size, ranks,
+// departed members, arrivals) after the fields an older worker reads, so
+// each side reads the other's older form as an elastic job.
+MemberRecord Record(uint64_t id, const std::string& name, int32_t rank) {
+  MemberRecord m;
+  m.id = id;
+  m.incarnation = 1;
+  m.name = name;
+  m.endpoints.push_back(Endpoint{"tcp", "127.0.0.1:1", "", 10});
+  m.rank = rank;
+  return m;
+}
+
+TEST(WireTest, StoreMessagesCarryTheStaticJob) {
+  std::vector<uint8_t> buf;
+  Writer w(&buf);
+  StoreJoin join{Record(0, "w1", 1), 3};
+  Put(w, join);
+  Reader r(buf.data(), buf.size());
+  StoreJoin join_back;
+  ASSERT_TRUE(Get(r, &join_back));
+  EXPECT_EQ(join_back.world_size, 3u);
+  EXPECT_EQ(join_back.self.rank, 1);
+  EXPECT_EQ(join_back.self.name, "w1");
+
+  StoreJoined joined;
+  joined.self = Record(2, "w1", 1);
+  joined.members = {Record(1, "w0", 0)};
+  joined.world_size = 3;
+  joined.departed = {{Record(3, "w2", 2), MemberEventKind::kGone}};
+  joined.arrived = {2};
+  buf.clear();
+  Put(w, joined);
+  Reader r2(buf.data(), buf.size());
+  StoreJoined back;
+  ASSERT_TRUE(Get(r2, &back));
+  EXPECT_EQ(back.world_size, 3u);
+  EXPECT_EQ(back.self.rank, 1);
+  ASSERT_EQ(back.members.size(), 1u);
+  EXPECT_EQ(back.members[0].rank, 0);
+  ASSERT_EQ(back.departed.size(), 1u);
+  EXPECT_EQ(back.departed[0].member.name, "w2");
+  EXPECT_EQ(back.departed[0].member.rank, 2);
+  EXPECT_EQ(back.departed[0].state, MemberEventKind::kGone);
+  EXPECT_EQ(back.arrived, std::vector<int32_t>{2});
+  // No truncation reads past the end (one cut right after the live members
+  // reads as an older store's elastic answer; every other cut fails).
+  for (size_t n = 1; n < buf.size(); ++n) {
+    Reader t(buf.data(), buf.size() - n);
+    StoreJoined x;
+    const bool ok = Get(t, &x);
+    if (ok) {
+      EXPECT_EQ(x.world_size, 0u) << "cut " << n;
+    }
+  }
+
+  StoreMemberEvent ev{MemberEventKind::kArrived, Record(3, "w2", 2), ""};
+  buf.clear();
+  Put(w, ev);
+  Reader r3(buf.data(), buf.size());
+  StoreMemberEvent ev_back;
+  ASSERT_TRUE(Get(r3, &ev_back));
+  EXPECT_EQ(ev_back.event, MemberEventKind::kArrived);
+  EXPECT_EQ(ev_back.member.rank, 2);
+}
+
+TEST(WireTest, OlderStoreMessagesReadAsAnElasticJob) {
+  // What a worker before static jobs wrote: the record alone.
+  std::vector<uint8_t> buf;
+  Writer w(&buf);
+  Put(w, Record(0, "old", -1));
+  Reader r(buf.data(), buf.size());
+  StoreJoin join;
+  ASSERT_TRUE(Get(r, &join));
+  EXPECT_EQ(join.world_size, 0u);
+  EXPECT_EQ(join.self.rank, -1);
+  // A member event without the rank.
+  buf.clear();
+  w.U8(static_cast<uint8_t>(MemberEventKind::kLeft));
+  Put(w, Record(4, "old", -1));
+  w.Str("");
+  Reader r2(buf.data(), buf.size());
+  StoreMemberEvent ev;
+  ASSERT_TRUE(Get(r2, &ev));
+  EXPECT_EQ(ev.event, MemberEventKind::kLeft);
+  EXPECT_EQ(ev.member.rank, -1);
+}
+
 }  // namespace
 }  // namespace ferry::wire

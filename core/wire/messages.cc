@@ -285,12 +285,40 @@ bool Get(Reader& r, MemberRecord* m) {
   return r.ok();
 }
 
+void Put(Writer& w, const StoreJoin& m) {
+  Put(w, m.self);
+  w.U32(m.world_size);
+  w.I32(m.self.rank);
+}
+
+bool Get(Reader& r, StoreJoin* m) {
+  if (!Get(r, &m->self)) return false;
+  m->world_size = 0;
+  m->self.rank = -1;
+  if (r.remaining() > 0) {  // absent: an elastic joiner of an older version
+    m->world_size = r.U32();
+    m->self.rank = r.I32();
+  }
+  return r.ok();
+}
+
 void Put(Writer& w, const StoreJoined& m) {
   w.I32(m.status);
   w.Str(m.message);
   Put(w, m.self);
   w.U32(static_cast<uint32_t>(m.members.size()));
   for (const auto& x : m.members) Put(w, x);
+  w.U32(m.world_size);
+  w.I32(m.self.rank);
+  for (const auto& x : m.members) w.I32(x.rank);
+  w.U32(static_cast<uint32_t>(m.departed.size()));
+  for (const auto& d : m.departed) {
+    Put(w, d.member);
+    w.I32(d.member.rank);
+    w.U8(static_cast<uint8_t>(d.state));
+  }
+  w.U32(static_cast<uint32_t>(m.arrived.size()));
+  for (int32_t rank : m.arrived) w.I32(rank);
 }
 
 bool Get(Reader& r, StoreJoined* m) {
@@ -302,6 +330,41 @@ bool Get(Reader& r, StoreJoined* m) {
   for (auto& x : m->members) {
     if (!Get(r, &x)) return false;
   }
+  if (r.remaining() == 0) return r.ok();  // an older store: an elastic job
+  m->world_size = r.U32();
+  m->self.rank = r.I32();
+  for (auto& x : m->members) x.rank = r.I32();
+  const uint32_t d = r.Count(30);
+  m->departed.resize(d);
+  for (auto& x : m->departed) {
+    if (!Get(r, &x.member)) return false;
+    x.member.rank = r.I32();
+    const uint8_t state = r.U8();
+    if (state != static_cast<uint8_t>(MemberEventKind::kLeft) &&
+        state != static_cast<uint8_t>(MemberEventKind::kGone)) {
+      return false;
+    }
+    x.state = static_cast<MemberEventKind>(state);
+  }
+  const uint32_t a = r.Count(4);
+  m->arrived.resize(a);
+  for (auto& x : m->arrived) x = r.I32();
+  return r.ok();
+}
+
+void Put(Writer& w, const StoreMemberEvent& m) {
+  w.U8(static_cast<uint8_t>(m.event));
+  Put(w, m.member);
+  w.Str(m.reason);
+  w.I32(m.member.rank);
+}
+
+bool Get(Reader& r, StoreMemberEvent* m) {
+  const uint8_t k = r.U8();
+  if (!Get(r, &m->member) || k < 1 || k > 4) return false;
+  m->reason = r.Str(64 * 1024);
+  m->member.rank = r.remaining() > 0 ? r.I32() : -1;
+  m->event = static_cast<MemberEventKind>(k);
   return r.ok();
 }
 

@@ -44,6 +44,7 @@ enum class Kind : uint8_t {
   kStoreJoined = 21,
   kStoreMemberEvent = 22,
   kStoreLeave = 23,
+  kStoreArrive = 24,  // member -> store: reached a static job's shutdown barrier
 };
 
 // Envelope flags.
@@ -194,24 +195,59 @@ struct MemberRecord {
   std::string name;
   uint8_t wire_version = kWireVersion;
   std::vector<Endpoint> endpoints;
+  // The member's rank in a static job, -1 in an elastic one. Not part of
+  // the record's own encoding: the store messages carry it after their
+  // other fields (StoreJoin, StoreJoined, StoreMemberEvent below).
+  int32_t rank = -1;
 };
 void Put(Writer& w, const MemberRecord& m);
 bool Get(Reader& r, MemberRecord* m);
 
+// STORE_JOIN: the joiner's record, then its job: world_size (0 = an
+// elastic job) and rank (self.rank). A JOIN that ends after the record
+// (an older worker) is an elastic one.
+struct StoreJoin {
+  MemberRecord self;
+  uint32_t world_size = 0;
+};
+void Put(Writer& w, const StoreJoin& m);
+bool Get(Reader& r, StoreJoin* m);
+
+enum class MemberEventKind : uint8_t {
+  kJoined = 1,
+  kLeft = 2,
+  kGone = 3,
+  // A static job's member reached its shutdown barrier (STORE_ARRIVE).
+  kArrived = 4,
+};
+
+// STORE_JOINED: status, message, self, the live members; then the job:
+// world_size, self's rank, each live member's rank; in a static job the
+// members that joined and are no longer alive (record, rank, state: 2 left,
+// 3 gone) and the ranks that reached shutdown already.
 struct StoreJoined {
   int32_t status = 0;
   std::string message;
   MemberRecord self;
   std::vector<MemberRecord> members;
+  uint32_t world_size = 0;
+  struct Departed {
+    MemberRecord member;
+    MemberEventKind state = MemberEventKind::kLeft;  // kLeft or kGone
+  };
+  std::vector<Departed> departed;
+  std::vector<int32_t> arrived;
 };
 void Put(Writer& w, const StoreJoined& m);
 bool Get(Reader& r, StoreJoined* m);
 
-enum class MemberEventKind : uint8_t { kJoined = 1, kLeft = 2, kGone = 3 };
+// STORE_MEMBER_EVENT: event u8, record, reason, then the member's rank.
 struct StoreMemberEvent {
   MemberEventKind event = MemberEventKind::kJoined;
   MemberRecord member;
   std::string reason;  // kGone: why the store lost it (empty otherwise)
 };
+void Put(Writer& w, const StoreMemberEvent& m);
+bool Get(Reader& r, StoreMemberEvent* m);
 
 }  // namespace ferry::wire

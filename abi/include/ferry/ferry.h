@@ -83,9 +83,22 @@ typedef struct ferry_worker_options {
    * device memory are allocated. NULL = the device transport's own
    * allocator (cuda_ipc: a pool of cuMemAlloc blocks). */
   const struct ferry_device_allocator* device_allocator;
+  /* 0.2. The job's kind (docs/membership.md, "Static and elastic jobs").
+   * world_size > 0: a static job of world_size workers, this one of rank
+   * `rank` (0..world_size-1; a negative rank = the environment's RANK).
+   * world_size 0: the environment decides: WORLD_SIZE set (as torchrun sets
+   * it) = a static job of that size, this worker's rank from RANK (`rank`
+   * is not read); WORLD_SIZE unset or empty, or FERRY_WORKER_ELASTIC = an
+   * elastic job (`rank` not read). */
+  uint32_t world_size;
+  int32_t rank;
+  /* A static job's start waits this long for every rank to join;
+   * 0 = 300000 (5 minutes). */
+  uint32_t start_timeout_ms;
+  uint32_t reserved2;
 } ferry_worker_options_t;
 #define FERRY_WORKER_OPTIONS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_worker_options_t, device_allocator)
+  FERRY_STRUCT_SIZE(ferry_worker_options_t, reserved2)
 
 /* An application's allocator for received device tensors. Both functions
  * may be called from any of ferry's threads, concurrently; `free` gets the
@@ -106,20 +119,61 @@ typedef struct ferry_device_allocator {
 
 #define FERRY_WORKER_HOST_STORE ((uint32_t)1 << 0) /* embed the store here */
 #define FERRY_WORKER_BUSY_POLL ((uint32_t)1 << 1)  /* spin, never sleep */
+/* 0.2. An elastic job even when WORLD_SIZE is set (options.world_size 0). */
+#define FERRY_WORKER_ELASTIC ((uint32_t)1 << 2)
 
-/* Starts a worker and joins the job: never waits for other workers. */
+/* Starts a worker and joins the job. Elastic job: never waits for other
+ * workers. Static job: returns once all world_size workers have joined (a
+ * worker that joined and left since counts), or fails after
+ * start_timeout_ms with FERRY_DEADLINE_EXCEEDED naming the ranks missing;
+ * a rank taken by another worker is FERRY_ALREADY_EXISTS, a world_size or
+ * rank that does not fit the job FERRY_INVALID_ARGUMENT. */
 ferry_status_t ferry_worker_start(const ferry_worker_options_t* options,
                                   ferry_worker_t** out /* owned */);
-/* Graceful leave: stops taking calls, answers those it is running (waits
- * at most timeout_ms for them), fails its own pending calls with
- * FERRY_CANCELLED, releases its RRefs, tells the store it leaves, and
- * closes. Never waits for other workers' work. Idempotent. */
+/* = ferry_worker_shutdown_ex(w, FERRY_SHUTDOWN_GRACEFUL, timeout_ms). */
 ferry_status_t ferry_worker_shutdown(ferry_worker_t* w, uint32_t timeout_ms);
-/* Shuts down (timeout 0 if not done yet) and frees the worker. Futures and
- * RRefs still held stay valid objects that report FERRY_CANCELLED. */
+
+/* 0.2. How ferry_worker_shutdown_ex leaves. */
+#define FERRY_SHUTDOWN_GRACEFUL 0u
+#define FERRY_SHUTDOWN_IMMEDIATE ((uint32_t)1 << 0)
+/* 0.2. timeout_ms value: no limit (a static job's barrier waits as long as
+ * it takes, as torch's shutdown does; a member lost before it arrives still
+ * ends it with FERRY_PEER_GONE). */
+#define FERRY_NO_TIMEOUT UINT32_MAX
+
+/* 0.2. Leaves the job (docs/membership.md, "Worker states").
+ * FERRY_SHUTDOWN_GRACEFUL in a static job: first the job-wide barrier:
+ * this worker's own pending calls and RRef messages finish, it tells the
+ * store it reached shutdown, and it keeps serving calls until every rank
+ * has; then it leaves as below. Fails with FERRY_DEADLINE_EXCEEDED when
+ * timeout_ms passes first ("shutdown: worker 'w2' (rank 2) did not reach
+ * shutdown within 5 s"), or FERRY_PEER_GONE as soon as a member left or was
+ * lost without reaching shutdown (or the store's host was lost); the
+ * worker has left either way.
+ * The leave (every graceful shutdown; all of it in an elastic job): stops
+ * taking calls, answers those it is running (waits at most timeout_ms for
+ * them; the worker's default call timeout with FERRY_NO_TIMEOUT), fails its
+ * own pending calls with FERRY_CANCELLED, releases its RRefs, tells the
+ * store it leaves, and closes. An elastic worker never waits for other
+ * workers' work.
+ * FERRY_SHUTDOWN_IMMEDIATE: leaves at once, in any job: no barrier, no wait
+ * for running calls (timeout_ms is not read); a static job's other members
+ * see it leave without reaching shutdown.
+ * Idempotent: a second call returns FERRY_OK at once. */
+ferry_status_t ferry_worker_shutdown_ex(ferry_worker_t* w, uint32_t flags,
+                                        uint32_t timeout_ms);
+/* Leaves at once if not done yet (FERRY_SHUTDOWN_IMMEDIATE: never a
+ * barrier) and frees the worker. Futures and RRefs still held stay valid
+ * objects that report FERRY_CANCELLED. */
 void ferry_worker_destroy(ferry_worker_t* w);
 
+/* The worker's member id: assigned by the store, nonzero, stable for its
+ * name; in a static job it is rank + 1. "#<id>" addresses it. */
 uint64_t ferry_worker_id(const ferry_worker_t* w);
+/* 0.2. Its rank in a static job (torch's WorkerInfo.id), -1 in an elastic
+ * job; and the job's world_size, 0 in an elastic job. */
+int32_t ferry_worker_rank(const ferry_worker_t* w);
+uint32_t ferry_worker_world_size(const ferry_worker_t* w);
 /* Borrowed: valid while `w` lives. */
 const char* ferry_worker_name(const ferry_worker_t* w);
 /* The address of the store this worker hosts or joined. Borrowed. */
@@ -137,11 +191,18 @@ typedef struct ferry_member {
   const char* name;      /* borrowed: for the call / the callback */
   const char* transport; /* borrowed: plugin reaching it, "" if not yet
                             connected, "self" for this worker */
+  /* 0.2. Its rank in a static job, -1 in an elastic one. */
+  int32_t rank;
+  uint32_t reserved;
 } ferry_member_t;
-#define FERRY_MEMBER_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_member_t, transport)
+#define FERRY_MEMBER_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_member_t, reserved)
 
 /* Fills up to `capacity` members (every worker this one knows, itself
- * included, live ones first) and sets *count to how many there are. */
+ * included, live ones first) and sets *count to how many there are.
+ * The array's element size is out[0].struct_size when the caller set it to
+ * FERRY_MEMBER_STRUCT_SIZE (0.2: then every element carries rank); any
+ * other value is read as a 0.1 caller's array (elements end at transport).
+ * Each element's struct_size is set to the size written. */
 ferry_status_t ferry_worker_members(ferry_worker_t* w, ferry_member_t* out,
                                     uint32_t capacity, uint32_t* count);
 /* Waits until at least `n` workers (this one included) are alive. */
@@ -220,9 +281,11 @@ ferry_status_t ferry_call_fail(ferry_call_t* call, ferry_status_t code,
 uint64_t ferry_call_caller_id(const ferry_call_t* call);
 const char* ferry_call_caller_name(const ferry_call_t* call);
 
-/* Target a worker by name ("worker1") or by id ("#3"). A name not known
- * yet is waited for within the call's timeout (a worker may join late).
- * timeout_ms 0 = the worker's default. */
+/* Target a worker by name ("worker1") or by id ("#3"). In an elastic job
+ * a name not known yet is waited for within the call's timeout (a worker
+ * may join late); in a static job every member joined before start
+ * returned, so an unknown name fails at once with FERRY_NOT_FOUND, which
+ * lists the job's members. timeout_ms 0 = the worker's default. */
 ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to, const char* function,
                                const ferry_payload_t* args, uint32_t timeout_ms,
                                ferry_future_t** out);

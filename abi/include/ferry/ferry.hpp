@@ -247,7 +247,16 @@ struct MemberView {
   uint64_t incarnation;
   std::string name;
   std::string transport;
+  int32_t rank = -1;  // in a static job; -1 in an elastic one
 };
+
+// How Worker::Shutdown leaves (ferry.h, ferry_worker_shutdown_ex).
+enum class ShutdownMode : uint32_t {
+  kGraceful = FERRY_SHUTDOWN_GRACEFUL,    // a static job's barrier, then leave
+  kImmediate = FERRY_SHUTDOWN_IMMEDIATE,  // leave at once
+};
+// A timeout that never passes (FERRY_NO_TIMEOUT).
+inline constexpr std::chrono::milliseconds kNoTimeout = std::chrono::milliseconds::max();
 
 class Worker {
  public:
@@ -266,6 +275,14 @@ class Worker {
     // functions must outlive the worker and every tensor it received).
     // NULL = the device transport's own allocator.
     const ferry_device_allocator_t* device_allocator = nullptr;
+    // A static job of world_size workers, this one of rank `rank` (-1: the
+    // environment's RANK). 0 = the environment decides: WORLD_SIZE / RANK
+    // as torchrun sets them, else an elastic job. elastic = true: elastic
+    // even when WORLD_SIZE is set. (docs/membership.md)
+    uint32_t world_size = 0;
+    int32_t rank = -1;
+    bool elastic = false;
+    std::chrono::milliseconds start_timeout{0};  // 0 = 5 minutes
   };
   // `args` is a view valid while the handler runs (Message::Borrow). The
   // handler answers `call`, or moves it away to answer later. An exception
@@ -276,7 +293,8 @@ class Worker {
     ferry_worker_options_t c{};
     c.struct_size = FERRY_WORKER_OPTIONS_STRUCT_SIZE;
     c.flags = (o.host_store ? FERRY_WORKER_HOST_STORE : 0) |
-              (o.busy_poll ? FERRY_WORKER_BUSY_POLL : 0);
+              (o.busy_poll ? FERRY_WORKER_BUSY_POLL : 0) |
+              (o.elastic ? FERRY_WORKER_ELASTIC : 0);
     c.name = o.name.c_str();
     c.job = o.job.empty() ? nullptr : o.job.c_str();
     c.transport = o.transport.empty() ? nullptr : o.transport.c_str();
@@ -286,6 +304,9 @@ class Worker {
     c.peer_timeout_ms = static_cast<uint32_t>(o.peer_timeout.count());
     c.join_timeout_ms = static_cast<uint32_t>(o.join_timeout.count());
     c.device_allocator = o.device_allocator;
+    c.world_size = o.world_size;
+    c.rank = o.rank;
+    c.start_timeout_ms = static_cast<uint32_t>(o.start_timeout.count());
     Check(ferry_worker_start(&c, &w_));
   }
   Worker(Worker&& o) noexcept
@@ -295,6 +316,10 @@ class Worker {
   ferry_worker_t* get() const { return w_; }
 
   uint64_t id() const { return ferry_worker_id(w_); }
+  // A static job's rank (torch's WorkerInfo.id) and world size; -1 and 0
+  // in an elastic job.
+  int32_t rank() const { return ferry_worker_rank(w_); }
+  uint32_t world_size() const { return ferry_worker_world_size(w_); }
   std::string name() const { return ferry_worker_name(w_); }
   std::string store_address() const { return ferry_worker_store_address(w_); }
 
@@ -358,11 +383,12 @@ class Worker {
     uint32_t n = 0;
     Check(ferry_worker_members(w_, nullptr, 0, &n));
     std::vector<ferry_member_t> raw(n + 8);
+    raw[0].struct_size = FERRY_MEMBER_STRUCT_SIZE;
     Check(ferry_worker_members(w_, raw.data(), static_cast<uint32_t>(raw.size()), &n));
     std::vector<MemberView> out;
     for (uint32_t i = 0; i < n && i < raw.size(); ++i) {
-      out.push_back(
-          {raw[i].state, raw[i].id, raw[i].incarnation, raw[i].name, raw[i].transport});
+      out.push_back({raw[i].state, raw[i].id, raw[i].incarnation, raw[i].name,
+                     raw[i].transport, raw[i].rank});
     }
     return out;
   }
@@ -377,7 +403,8 @@ class Worker {
         w_,
         [](void* ud, const ferry_member_t* m) {
           (*static_cast<std::function<void(const MemberView&)>*>(ud))(
-              MemberView{m->state, m->id, m->incarnation, m->name, m->transport});
+              MemberView{m->state, m->id, m->incarnation, m->name, m->transport,
+                         FERRY_FIELD_PRESENT(m, ferry_member_t, rank) ? m->rank : -1});
         },
         state_->member_fns.back().get()));
   }
@@ -387,8 +414,22 @@ class Worker {
     Check(ferry_worker_get_stats(w_, &s));
     return s;
   }
+  // Graceful, bounded by `timeout` (ferry_worker_shutdown).
   void Shutdown(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
     Check(ferry_worker_shutdown(w_, static_cast<uint32_t>(timeout.count())));
+  }
+  // ferry_worker_shutdown_ex: a static job's graceful shutdown is the
+  // job-wide barrier, with no time limit unless one is given (as torch's
+  // shutdown()); kImmediate leaves at once. Throws ferry::Error (a
+  // DEADLINE_EXCEEDED or PEER_GONE naming who did not arrive); the worker
+  // has left either way.
+  void Shutdown(ShutdownMode mode, std::chrono::milliseconds timeout = kNoTimeout) {
+    const uint32_t ms =
+        timeout == kNoTimeout ? FERRY_NO_TIMEOUT
+        : timeout.count() >= static_cast<int64_t>(FERRY_NO_TIMEOUT)
+            ? FERRY_NO_TIMEOUT - 1
+            : static_cast<uint32_t>(timeout.count() < 0 ? 0 : timeout.count());
+    Check(ferry_worker_shutdown_ex(w_, static_cast<uint32_t>(mode), ms));
   }
 
  private:
