@@ -1,7 +1,7 @@
 /* ferry.h — the public C API of the ferry core: workers, calls, futures,
  * remote references (RRefs) and tensors.
  *
- * Version 0.1 (FERRY_API_VERSION_*). The same compatibility rules as the
+ * Version 0.2 (FERRY_API_VERSION_*). The same compatibility rules as the
  * transport ABI (docs/abi.md): structs carry struct_size first and only grow
  * at the end; a caller sets struct_size to the size it was compiled with.
  * C99; every function is thread-safe unless it says otherwise.
