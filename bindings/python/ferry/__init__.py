@@ -7,10 +7,14 @@
     out = rref.rpc_sync().forward(batch)
     ferry.shutdown()
 
+A torch.distributed.rpc program runs with `import ferry as rpc` in place of
+`import torch.distributed.rpc as rpc` (static jobs: rank, world_size,
+MASTER_ADDR / MASTER_PORT, shutdown() as a job-wide barrier).
 See docs/python.md: the API side by side with torch.distributed.rpc.
 """
 
-from . import functions
+from . import functions, futures
+from ._options import BackendType, RpcBackendOptions, TensorPipeRpcBackendOptions
 from ._agent import (Raw, WorkerInfo, get_worker_info, init_rpc, on_join, on_leave,
                      on_membership, register, remote, rpc_async, rpc_sync, shutdown,
                      stats, store_address, wait_for_workers, workers)
@@ -25,7 +29,8 @@ _agent._bind(RRef)
 __all__ = [
     "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "register",
     "get_worker_info", "workers", "wait_for_workers", "on_membership", "on_join", "on_leave",
-    "stats", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions",
+    "stats", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions", "futures",
+    "BackendType", "RpcBackendOptions", "TensorPipeRpcBackendOptions",
     "FerryError", "PeerGoneError", "DeadlineExceededError", "NotFoundError",
     "InvalidArgumentError", "CancelledError", "NotInitializedError",
 ]

@@ -18,7 +18,7 @@ import io
 import os
 import threading
 
-from . import _errors, _ferry, _pickling
+from . import _errors, _ferry, _options, _pickling
 from ._future import _FOREVER_MS, Future
 
 _RRef = None  # ferry._rref.RRef, bound at the end of ferry/__init__.py
@@ -40,13 +40,16 @@ Raw.__doc__ = """A raw payload, for functions registered by name in C or C++:
 
 class WorkerInfo:
     """A worker's name and id (torch.distributed.rpc.WorkerInfo), plus
-    `transport`: the plugin that reaches it from here."""
+    `transport`: the plugin that reaches it from here. In a static job `id`
+    is the worker's rank, as torch's; in an elastic job it is the member id
+    the store gave it. Equal when name and id are; hashable."""
 
-    __slots__ = ("name", "id", "transport", "incarnation")
+    __slots__ = ("name", "id", "transport", "incarnation", "_target")
 
-    def __init__(self, name, id, transport="", incarnation=0):  # noqa: A002
+    def __init__(self, name, id, transport="", incarnation=0, _target=None):  # noqa: A002
         self.name, self.id = name, id
         self.transport, self.incarnation = transport, incarnation
+        self._target = _target or name  # what the C API addresses it by
 
     def __eq__(self, other):
         return isinstance(other, WorkerInfo) and (self.name, self.id) == (other.name, other.id)
@@ -86,12 +89,35 @@ def timeout_ms(timeout):
 
 # ---- life cycle ---------------------------------------------------------------
 
-def init_rpc(name, backend=None, rank=None, world_size=None, store=None, *, job=None,
-             host_store=None, timeout=None, peer_timeout=None, join_timeout=None,
-             secret=None, busy_poll=None, executor_threads=None, rpc_backend_options=None):
-    """Starts this process's worker and joins the job; see docs/python.md."""
-    global _worker
-    del rpc_backend_options  # accepted for torch compatibility; ferry's options are above
+def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=None, *,
+             store=None, job=None, host_store=None, timeout=None, peer_timeout=None,
+             join_timeout=None, start_timeout=None, secret=None, busy_poll=None,
+             executor_threads=None):
+    """Starts this process's worker and joins the job; see docs/python.md.
+
+    torch's arguments: `backend` (a BackendType, torch's or ferry's, or a
+    ferry plugin name), `rank` and `world_size` (a **static** job: this
+    returns once all `world_size` workers joined, `WorkerInfo.id` is the
+    rank, shutdown() is a job-wide barrier; without them, RANK and
+    WORLD_SIZE as torchrun sets them), `rpc_backend_options` (rpc_timeout,
+    num_worker_threads, init_method: "env://" = MASTER_ADDR:MASTER_PORT, or
+    "tcp://host:port"; ferry's or torch's object). Rank 0 hosts the
+    rendezvous store there, as torch's TCPStore. Without a world size (or
+    with world_size=0) the job is **elastic**: nobody waits for anybody.
+
+    ferry's own (keyword only): `store` ("host:port", overrides
+    init_method), `host_store`, `timeout` (per-call default, seconds),
+    `peer_timeout`, `join_timeout` (reaching the store), `start_timeout`
+    (a static job's wait for every rank; 300 s), `secret`, `busy_poll`,
+    `executor_threads`, `job`."""
+    global _worker, _static, _self_names
+    rpc_timeout, threads, init_method = _options.read(rpc_backend_options)
+    rdv = _options.rendezvous(init_method, store, rank, world_size)
+    rank, world_size = rdv.rank, rdv.world_size
+    if world_size and not 0 <= rank < world_size:
+        raise ValueError(
+            "ferry: a static job (world_size=%d) needs this worker's rank in [0, %d): pass "
+            "rank=, or set RANK as torchrun does (got %d)" % (world_size, world_size, rank))
     with _lock:
         if _worker is not None:
             raise RuntimeError("ferry: init_rpc() was called already in this process "
@@ -99,19 +125,28 @@ def init_rpc(name, backend=None, rank=None, world_size=None, store=None, *, job=
         o = _ferry.WorkerOptions()
         o.name = name
         o.job = job or ""
-        o.transport = backend or os.environ.get("FERRY_TRANSPORT", "auto")
-        o.store = store or _store_from_env()
+        o.transport = (_options.transport(backend, rpc_backend_options)
+                       or os.environ.get("FERRY_TRANSPORT", "auto"))
+        o.store = rdv.store
         o.host_store = bool(host_store) if host_store is not None else rank == 0
         o.secret = secret or ""
         o.busy_poll = bool(busy_poll if busy_poll is not None
                            else os.environ.get("FERRY_BUSY_POLL", "0") == "1")
-        o.default_timeout_ms = timeout_ms(timeout)
+        o.default_timeout_ms = timeout_ms(timeout if timeout is not None else rpc_timeout)
         if peer_timeout is not None:
             o.peer_timeout_ms = timeout_ms(peer_timeout)
         if join_timeout is not None:
             o.join_timeout_ms = timeout_ms(join_timeout)
-        o.executor_threads = executor_threads or 0
-        w = _ferry.Worker(o)
+        if start_timeout is not None:
+            o.start_timeout_ms = timeout_ms(start_timeout)
+        o.executor_threads = executor_threads or threads or 0
+        # Python resolved the job's kind itself: the C layer must not read
+        # the environment again.
+        if world_size:
+            o.world_size, o.rank = world_size, rank
+        else:
+            o.elastic = True
+        w = _ferry.Worker(o)  # a static job's start waits for every rank
         try:
             w.register(CALL, _serve_call, True)
             w.register(REMOTE, _serve_remote, True)
@@ -121,34 +156,48 @@ def init_rpc(name, backend=None, rank=None, world_size=None, store=None, *, job=
             w.destroy()
             raise
         _worker = w
-        global _self_names
-        _self_names = (w.name(), w.id(), "#%d" % w.id())
-    if world_size is not None:
-        wait_for_workers(world_size, join_timeout if join_timeout is not None else 60.0)
+        _static = world_size or None
+        _self_names = (w.name(), w.rank() if _static else w.id(), "#%d" % w.id())
 
 
-def _store_from_env():
-    if os.environ.get("FERRY_STORE"):
-        return ""  # the C layer reads it
-    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
-    return "%s:%s" % (addr, port) if addr and port else ""
+_static = None  # this worker's world size in a static job, else None
 
 
-def shutdown(graceful=True, timeout=30.0):
-    """Leaves the job. graceful: first answers the calls this worker is
-    running (at most `timeout` seconds) and fails its own pending ones; it
-    never waits for other workers. Idempotent."""
-    global _worker, _self_names
-    with _lock:
-        w, _worker = _worker, None
-        _self_names = ()
+def shutdown(graceful=True, timeout=None):
+    """Leaves the job; idempotent.
+
+    In a static job (init_rpc with a world size), graceful=True is torch's
+    job-wide barrier: it returns once every worker reached shutdown() and
+    all outstanding work (calls, RRef deletions) is done, serving calls
+    meanwhile; no limit by default, as torch. With `timeout` (seconds) it
+    raises DeadlineExceededError naming the workers that did not arrive in
+    time; PeerGoneError at once when one left or died without arriving.
+    In an elastic job it answers the calls this worker is running (at most
+    `timeout` seconds, 30 by default) and fails its own pending ones; it
+    never waits for other workers. graceful=False leaves at once, in any
+    job. The worker has left when this returns or raises."""
+    global _worker, _self_names, _static
+    w, static = _worker, _static
     if w is None:
         return
     try:
         if graceful:
-            w.shutdown(timeout_ms(timeout))
+            # The worker stays current() meanwhile: a static job's barrier
+            # serves calls, whose handlers may call out.
+            if timeout is None:
+                ms = _FOREVER_MS if static else timeout_ms(30.0)
+            elif timeout == 0:
+                ms = _FOREVER_MS
+            else:
+                ms = timeout_ms(timeout)
+            w.shutdown(ms, True)
     finally:
-        w.destroy()
+        with _lock:
+            mine = _worker is w
+            if mine:
+                _worker, _static, _self_names = None, None, ()
+        if mine:
+            w.destroy()
 
 
 @atexit.register
@@ -160,8 +209,8 @@ def _at_exit():
 # ---- membership ---------------------------------------------------------------
 
 def _info(member):
-    state, id_, incarnation, name, transport = member
-    return WorkerInfo(name, id_, transport, incarnation)
+    state, id_, incarnation, name, transport, rank = member
+    return WorkerInfo(name, rank if rank >= 0 else id_, transport, incarnation, "#%d" % id_)
 
 
 def workers():
@@ -170,19 +219,25 @@ def workers():
 
 
 def get_worker_info(worker_name=None):
-    """This worker's WorkerInfo, or that of the live worker named so."""
+    """This worker's WorkerInfo (no argument), or that of the worker named
+    so: a live one, else (a static job's worker that left already) the
+    last one known by that name."""
     w = current()
     if worker_name is None:
         worker_name = w.name()
-    for m in w.members():
-        if m[3] == worker_name and m[0] == _ferry.MEMBER_ALIVE:
+    known = [m for m in w.members() if m[3] == worker_name]
+    for m in known:
+        if m[0] == _ferry.MEMBER_ALIVE:
             return _info(m)
+    if known and _static is not None:
+        return _info(known[-1])
     raise _errors.NotFoundError(
         "ferry: no live worker named %r; live: %s" % (worker_name, [i.name for i in workers()]),
         _errors.NOT_FOUND)
 
 
 def worker_info_by_id(worker_id):
+    """The WorkerInfo of a member id (the C API's, as RRefs carry it)."""
     for m in current().members():
         if m[1] == worker_id:
             return _info(m)
@@ -215,8 +270,8 @@ def on_leave(callback):
     on_membership(lambda info, event: event != "joined" and callback(info))
 
 
-def _on_membership(state, id_, incarnation, name, transport):
-    info = WorkerInfo(name, id_, transport, incarnation)
+def _on_membership(state, id_, incarnation, name, transport, rank):
+    info = _info((state, id_, incarnation, name, transport, rank))
     for cb in list(_listeners):
         cb(info, _EVENTS.get(state, "unknown"))
 
@@ -224,10 +279,12 @@ def _on_membership(state, id_, incarnation, name, transport):
 # ---- calls --------------------------------------------------------------------
 
 def _target(to):
+    """What the C API addresses: a name, or "#id". An int is a WorkerInfo id:
+    the rank in a static job (member id rank + 1), else the member id."""
     if isinstance(to, WorkerInfo):
-        return to.name
+        return to._target
     if isinstance(to, int):
-        return "#%d" % to
+        return "#%d" % (to + 1 if _static is not None else to)
     if isinstance(to, str):
         return to
     raise TypeError("ferry: `to` is a worker name, id or WorkerInfo, not %s" % type(to).__name__)
@@ -238,7 +295,7 @@ def _encode(func, args, kwargs):
         return _encode_raw(args)
     if not callable(func):
         raise TypeError("ferry: func must be a callable or a registered function's name")
-    return _pickling.dumps((func, tuple(args), kwargs or {}), _RRef)
+    return _pickling.dumps((func, tuple(args or ()), kwargs or {}), _RRef)
 
 
 def _encode_raw(parts):
@@ -286,7 +343,7 @@ _self_names = ()  # this worker's name, id and "#id": set by init_rpc
 
 def _is_self(to):
     if isinstance(to, WorkerInfo):
-        to = to.name
+        to = to._target
     return to in _self_names
 
 
@@ -297,9 +354,9 @@ def _run_here(func, args, kwargs):
         raise _errors.InvalidArgumentError(
             "ferry: calling %r on this worker itself by name: call the function directly"
             % func, _errors.INVALID_ARGUMENT)
-    result = func(*args, **(kwargs or {}))
+    result = func(*(args or ()), **(kwargs or {}))
     if getattr(func, "_ferry_async_execution", False):
-        result = result.wait() if isinstance(result, Future) else result.value()
+        result = result.wait()  # ferry's or torch's Future
     return result
 
 

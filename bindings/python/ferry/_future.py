@@ -24,7 +24,11 @@ def _timeout_ms(timeout):
 
 
 class Future:
-    def __init__(self, _handle=None, _decode=None):
+    def __init__(self, _handle=None, _decode=None, *, devices=None):
+        """Future() makes one to complete with set_result / set_exception
+        (torch's `devices` argument is accepted: ferry needs no device
+        list to order CUDA work)."""
+        del devices
         self._handle = _handle  # _ferry.Future, or None for a user-made one
         self._decode = _decode  # message -> value
         self._lock = threading.Lock()  # guards what follows

@@ -10,13 +10,16 @@ is now.
 """
 
 from . import _agent, _ferry
+from ._future import Future
 
 HELD = _agent.HELD
 
 
 class RRef:
-    def __init__(self, value=None, *, _handle=None, _py=True):
-        """RRef(value) wraps a local value as an RRef this worker owns."""
+    def __init__(self, value=None, type_hint=None, *, _handle=None, _py=True):
+        """RRef(value) wraps a local value as an RRef this worker owns.
+        type_hint (torch's, for TorchScript) is accepted and not needed."""
+        del type_hint
         if _handle is None:
             _handle = _agent.current().create_rref(HELD, [_ferry.holder_tensor(value)], [])
         self.__handle = _handle
@@ -32,6 +35,9 @@ class RRef:
     def owner(self):
         """The owner's WorkerInfo."""
         return _agent.worker_info_by_id(self.__handle.owner_id())
+
+    def _owner_target(self):
+        return "#%d" % self.__handle.owner_id()  # the member id, not a rank
 
     def owner_name(self):
         return self.owner().name
@@ -67,7 +73,31 @@ class RRef:
         if not self._py:
             message = self.__handle.to_here(_agent.timeout_ms(timeout))
             return _agent.decode_raw(message)
-        return _agent.fetch(self.__handle.owner_id(), self, timeout)
+        return _agent.fetch(self._owner_target(), self, timeout)
+
+    def _get_type(self, timeout=None, blocking=True):
+        """The value's type (torch's RRef._get_type): asked of the owner
+        once, then remembered. blocking=False returns a Future of it."""
+        known = getattr(self, "_type", None)
+        if known is None:
+            if self.is_owner():
+                known = type(self.local_value(timeout))
+            else:
+                fut = _agent.rpc_async(self._owner_target(), _type_of, (self,),
+                                       timeout=timeout)
+                if not blocking:
+                    return fut.then(lambda f: self._remember_type(f.value()))
+                known = fut.wait()
+            self._type = known
+        if not blocking:
+            fut = Future()
+            fut.set_result(known)
+            return fut
+        return known
+
+    def _remember_type(self, t):
+        self._type = t
+        return t
 
     # ---- proxies: rref.rpc_sync().method(*args) on the owner ----------
     def rpc_sync(self, timeout=None):
@@ -84,6 +114,10 @@ class RRef:
                         "ferry call (pickled by ferry, not by plain pickle)")
 
 
+def _type_of(rref):
+    return type(rref.local_value())
+
+
 def _call_method(rref, method, args, kwargs):
     """Runs on the owner: the proxies' remote end."""
     return getattr(rref.local_value(), method)(*args, **kwargs)
@@ -96,6 +130,6 @@ class _Proxy:
     def __getattr__(self, method):
         def invoke(*args, **kwargs):
             # By id: owner() would scan the membership on every call.
-            return self._call(self._rref._handle().owner_id(), _call_method,
+            return self._call(self._rref._owner_target(), _call_method,
                               (self._rref, method, args, kwargs), timeout=self._timeout)
         return invoke

@@ -336,7 +336,18 @@ struct WorkerOptions {
   bool host_store = false, busy_poll = false;
   uint32_t default_timeout_ms = 0, peer_timeout_ms = 0, join_timeout_ms = 0,
            executor_threads = 0;
+  // A static job: world_size > 0 and this worker's rank. world_size 0 and
+  // elastic: an elastic job whatever WORLD_SIZE says (the Python layer
+  // reads torchrun's environment itself).
+  uint32_t world_size = 0, start_timeout_ms = 0;
+  int32_t rank = -1;
+  bool elastic = false;
 };
+
+// A member's rank (0.2; -1 from a library whose members end at transport).
+int32_t MemberRank(const ferry_member_t& m) {
+  return m.struct_size >= FERRY_MEMBER_STRUCT_SIZE ? m.rank : -1;
+}
 
 class WorkerHandle {
  public:
@@ -344,7 +355,8 @@ class WorkerHandle {
     ferry_worker_options_t c{};
     c.struct_size = FERRY_WORKER_OPTIONS_STRUCT_SIZE;
     c.flags = (o.host_store ? FERRY_WORKER_HOST_STORE : 0) |
-              (o.busy_poll ? FERRY_WORKER_BUSY_POLL : 0);
+              (o.busy_poll ? FERRY_WORKER_BUSY_POLL : 0) |
+              (o.elastic ? FERRY_WORKER_ELASTIC : 0);
     c.name = o.name.c_str();
     c.job = o.job.empty() ? nullptr : o.job.c_str();
     c.transport = o.transport.empty() ? nullptr : o.transport.c_str();
@@ -354,6 +366,9 @@ class WorkerHandle {
     c.peer_timeout_ms = o.peer_timeout_ms;
     c.join_timeout_ms = o.join_timeout_ms;
     c.executor_threads = o.executor_threads;
+    c.world_size = o.world_size;
+    c.rank = o.rank;
+    c.start_timeout_ms = o.start_timeout_ms;
     ferry_status_t s;
     {
       py::gil_scoped_release nogil;
@@ -392,16 +407,22 @@ class WorkerHandle {
     return w_;
   }
 
-  void Shutdown(uint32_t timeout_ms) {
+  // graceful: a static job's barrier first (FERRY_NO_TIMEOUT: no limit),
+  // then the leave; else FERRY_SHUTDOWN_IMMEDIATE.
+  void Shutdown(uint32_t timeout_ms, bool graceful) {
     ferry_worker_t* w = get();
     py::gil_scoped_release nogil;
-    Check(ferry_worker_shutdown(w, timeout_ms));
+    Check(ferry_worker_shutdown_ex(
+        w, graceful ? FERRY_SHUTDOWN_GRACEFUL : FERRY_SHUTDOWN_IMMEDIATE, timeout_ms));
   }
   uint64_t Id() const { return ferry_worker_id(get()); }
+  int32_t Rank() const { return ferry_worker_rank(get()); }
+  uint32_t WorldSize() const { return ferry_worker_world_size(get()); }
   std::string Name() const { return ferry_worker_name(get()); }
   std::string StoreAddress() const { return ferry_worker_store_address(get()); }
 
-  // [(state, id, incarnation, name, transport)], live ones first.
+  // [(state, id, incarnation, name, transport, rank)], live ones first
+  // (rank -1 in an elastic job).
   py::list Members() const {
     ferry_worker_t* w = get();
     std::vector<ferry_member_t> out(64);
@@ -422,7 +443,7 @@ class WorkerHandle {
     for (uint32_t i = 0; i < count; ++i) {
       const ferry_member_t& m = out[i];
       result.append(py::make_tuple(m.state, m.id, m.incarnation, std::string(m.name),
-                                   std::string(m.transport)));
+                                   std::string(m.transport), MemberRank(m)));
     }
     return result;
   }
@@ -431,7 +452,8 @@ class WorkerHandle {
     py::gil_scoped_release nogil;
     Check(ferry_wait_for_workers(w, n, timeout_ms));
   }
-  // fn(state, id, incarnation, name, transport), on the dispatcher thread.
+  // fn(state, id, incarnation, name, transport, rank), on the dispatcher
+  // thread.
   void OnMembership(py::function fn) {
     if (membership_fn_ != nullptr)
       throw py::value_error("ferry: a membership callback is set already");
@@ -448,9 +470,10 @@ class WorkerHandle {
             if (callback == nullptr) return;
             Dispatcher::Get().Post([callback, state = m->state, id = m->id,
                                     inc = m->incarnation, name = std::string(m->name),
-                                    transport = std::string(m->transport)] {
+                                    transport = std::string(m->transport),
+                                    rank = MemberRank(*m)] {
               py::handle target(callback);
-              target(state, id, inc, name, transport);
+              target(state, id, inc, name, transport, rank);
             });
           },
           this);
@@ -625,7 +648,11 @@ PYBIND11_MODULE(_ferry, m) {
       .def_readwrite("default_timeout_ms", &WorkerOptions::default_timeout_ms)
       .def_readwrite("peer_timeout_ms", &WorkerOptions::peer_timeout_ms)
       .def_readwrite("join_timeout_ms", &WorkerOptions::join_timeout_ms)
-      .def_readwrite("executor_threads", &WorkerOptions::executor_threads);
+      .def_readwrite("executor_threads", &WorkerOptions::executor_threads)
+      .def_readwrite("world_size", &WorkerOptions::world_size)
+      .def_readwrite("rank", &WorkerOptions::rank)
+      .def_readwrite("start_timeout_ms", &WorkerOptions::start_timeout_ms)
+      .def_readwrite("elastic", &WorkerOptions::elastic);
 
   py::class_<RRefHandle, std::shared_ptr<RRefHandle>>(m, "RRef")
       .def("release", &RRefHandle::Release)
@@ -676,8 +703,11 @@ PYBIND11_MODULE(_ferry, m) {
   py::class_<WorkerHandle>(m, "Worker")
       .def(py::init<const WorkerOptions&>())
       .def("destroy", &WorkerHandle::Destroy)
-      .def("shutdown", &WorkerHandle::Shutdown)
+      .def("shutdown", &WorkerHandle::Shutdown, py::arg("timeout_ms"),
+           py::arg("graceful") = true)
       .def("id", &WorkerHandle::Id)
+      .def("rank", &WorkerHandle::Rank)
+      .def("world_size", &WorkerHandle::WorldSize)
       .def("name", &WorkerHandle::Name)
       .def("store_address", &WorkerHandle::StoreAddress)
       .def("members", &WorkerHandle::Members)
