@@ -469,6 +469,8 @@ TEST(ElasticJobTest, UnknownNameIsWaitedForInAnElasticJob) {
   ferry::Worker seed(o);
   EXPECT_EQ(seed.rank(), -1);
   EXPECT_EQ(seed.world_size(), 0u);
+  EXPECT_EQ(ferry_worker_shutdown_ex(seed.get(), 1u << 7, 0), FERRY_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ferry_last_error()).find("unknown flags"), std::string::npos);
   // Nobody of that name: NOT_FOUND once the call's deadline passed.
   try {
     seed.RpcSync("nobody", "echo", ferry::Payload(), 300ms);
