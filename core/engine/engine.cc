@@ -239,7 +239,10 @@ void Engine::Stop(std::chrono::milliseconds grace) {
     }
     // fini() completes nothing: anything still in flight is abandoned with
     // the context; conns and peers go with it.
-    for (auto& [id, p] : peers_) p->backlog.clear();
+    for (auto& [id, p] : peers_) {
+      p->backlog.clear();
+      p->dev_backlog.clear();
+    }
     conns_.clear();
     timers_.Clear();
   }

@@ -211,6 +211,14 @@ class Engine : private ProgressDriver::Pump {
   void OnAuth(Conn* c, wire::Reader& r, std::vector<Action>* actions);
   void MakeReady(Conn* c, std::vector<Action>* actions);
   Peer* PeerForReadyConn(Conn* c, std::vector<Action>* actions);
+  // A new Peer adopts the connections it opened to us that are still in
+  // their handshake (they arrived before the peer was known).
+  void AttachHandshakingConns(Peer* p);
+  // FERRY_STREAM_PER_THREAD names the calling thread's default stream; a
+  // message sent later by another thread would order after the wrong one.
+  // Rewrites it to the legacy default stream, which orders after the work
+  // of every blocking stream, per-thread default streams included.
+  static void PinStreamsToCaller(OutMessage* msg);
   void MakeDeviceConnReady(Conn* c, Peer* p);
   void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why,
                       std::vector<Action>* actions);

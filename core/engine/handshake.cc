@@ -346,6 +346,8 @@ Peer* Engine::PeerForReadyConn(Conn* c, std::vector<Action>* actions) {
   auto it = peers_.find(c->peer_id);
   if (it == peers_.end()) {
     it = peers_.emplace(c->peer_id, fresh()).first;
+    // Its other connection (primary or device) may be mid-handshake.
+    AttachHandshakingConns(it->second.get());
   } else if (it->second->record.incarnation < c->peer_incarnation) {
     // A newer incarnation introduced itself before the store told us.
     Peer* old = it->second.get();
@@ -355,6 +357,7 @@ Peer* Engine::PeerForReadyConn(Conn* c, std::vector<Action>* actions) {
                actions);
     }
     it->second = fresh();
+    AttachHandshakingConns(it->second.get());
   }
   return it->second.get();
 }

@@ -56,15 +56,19 @@ void Engine::AddMember(const wire::MemberRecord& record) {
     auto p = std::make_unique<Peer>();
     p->record = record;
     // Its connection may have arrived before the store's news of it.
-    for (auto& [cid, c] : conns_) {
-      if (!c->outbound && !c->store && c->state == Conn::State::kChallengeSent &&
-          c->peer_id == record.id && c->peer_incarnation == record.incarnation) {
-        (c->device ? p->dev_inbound : p->inbound) = c.get();
-      }
-    }
+    AttachHandshakingConns(p.get());
     peers_[record.id] = std::move(p);
   }
   for (auto& a : actions) a();
+}
+
+void Engine::AttachHandshakingConns(Peer* p) {
+  for (auto& [cid, c] : conns_) {
+    if (!c->outbound && !c->store && c->state == Conn::State::kChallengeSent &&
+        c->peer_id == p->record.id && c->peer_incarnation == p->record.incarnation) {
+      (c->device ? p->dev_inbound : p->inbound) = c.get();
+    }
+  }
 }
 
 void Engine::RemoveMember(uint64_t id, const Status& why, bool left) {
@@ -149,9 +153,11 @@ Status Engine::SendOnPrimaryLocked(Peer* p, uint64_t seq,
   }
   if (msg) p->backlog.emplace_back(seq, std::move(msg));
   // A connection of the peer's that we accepted will carry this: opening a
-  // second one would make two that each side may take for the one.
+  // second one would make two that each side may take for the one. A peer
+  // known only from its own connection (no endpoints yet: the store's news
+  // of it is still on its way) opens its primary itself.
   if (p->conn == nullptr && p->outbound == nullptr && p->inbound == nullptr &&
-      !p->waiting_for_theirs) {
+      !p->waiting_for_theirs && !p->record.endpoints.empty()) {
     Status s = ConnectToPeer(p);
     if (!s.ok()) {
       std::vector<Action> actions;
@@ -165,6 +171,12 @@ Status Engine::SendOnPrimaryLocked(Peer* p, uint64_t seq,
     }
   }
   return Status::Ok();
+}
+
+void Engine::PinStreamsToCaller(OutMessage* msg) {
+  for (auto& t : msg->tensors) {
+    if (t.stream == FERRY_STREAM_PER_THREAD) t.stream = FERRY_STREAM_LEGACY;
+  }
 }
 
 // A message with tensors in device memory: over the device route when one
@@ -184,6 +196,17 @@ Status Engine::SendDeviceMessage(uint64_t id, std::unique_ptr<OutMessage> msg,
     Peer* p = it->second.get();
     if (p->gone) return p->gone_why;
     if (p->leaving) return p->LeftTheJob();
+    if (p->dev_conn != nullptr && p->dev_conn->state == Conn::State::kReady &&
+        (p->dev_conn->slot->transport->info().memory_kinds & needed) == needed) {
+      // The device connection is up (the peer may have opened it before the
+      // store's news of it gave us its endpoints): it carries the message.
+      ++stats_.device_messages;
+      PinStreamsToCaller(msg.get());
+      return SendOnConnLocked(p->dev_conn, std::move(msg), p->next_seq++);
+    }
+    // A queued message is sent later, by whichever thread pumps: a stream
+    // that names the calling thread's must be pinned down now.
+    PinStreamsToCaller(msg.get());
     auto ep = route::Choose(LocalRoutes(), p->record.endpoints, needed, p->record.name);
     if (ep.ok()) {
       const uint64_t seq = p->next_seq++;

@@ -101,10 +101,12 @@ typedef struct ferry_worker_options {
   FERRY_STRUCT_SIZE(ferry_worker_options_t, reserved2)
 
 /* An application's allocator for received device tensors. Both functions
- * may be called from any of ferry's threads, concurrently; `free` gets the
- * pointer, device and length `alloc` was asked for, once the tensor's
- * DLPack deleter ran (or the message was dropped). The memory must stay
- * usable by the CUDA primary context of `device`. */
+ * may be called from any of ferry's threads, concurrently, and while ferry
+ * holds its connection lock: they must not call into ferry, nor wait for a
+ * lock that a thread calling ferry may hold (a Python allocator behind the
+ * GIL, say). `free` gets the pointer, device and length `alloc` was asked
+ * for, once the tensor's DLPack deleter ran (or the message was dropped).
+ * The memory must stay usable by the CUDA primary context of `device`. */
 typedef struct ferry_device_allocator {
   uint32_t struct_size; /* FERRY_DEVICE_ALLOCATOR_STRUCT_SIZE */
   uint32_t reserved;
@@ -237,7 +239,10 @@ typedef struct ferry_payload {
   uint32_t reserved;
   /* 0.2. Device tensors: the stream their producer wrote them on
    * (FERRY_STREAM_READY, FERRY_STREAM_LEGACY, FERRY_STREAM_PER_THREAD or a
-   * CUstream). ferry reads them after that work, without blocking. */
+   * CUstream). ferry reads them after the work submitted to it before the
+   * call, without blocking. 0 (READY) claims the bytes are already written:
+   * pass the stream unless you synchronised. A CUstream must stay valid
+   * until each device tensor's deleter has run. */
   uint64_t stream;
 } ferry_payload_t;
 #define FERRY_PAYLOAD_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_payload_t, stream)

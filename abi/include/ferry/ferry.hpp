@@ -94,8 +94,8 @@ class Payload {
     return *this;
   }
   // Device tensors: the stream their producer wrote them on
-  // (FERRY_STREAM_READY, the default; FERRY_STREAM_LEGACY,
-  // FERRY_STREAM_PER_THREAD, or a CUstream cast to uint64_t).
+  // (FERRY_STREAM_LEGACY, the default; FERRY_STREAM_PER_THREAD, a CUstream
+  // cast to uint64_t, or FERRY_STREAM_READY once you synchronised).
   Payload& Stream(uint64_t stream) {
     stream_ = stream;
     return *this;
@@ -119,7 +119,9 @@ class Payload {
   std::string bytes_;
   std::vector<DLManagedTensor*> tensors_;
   std::vector<ferry_rref_t*> rrefs_;
-  uint64_t stream_ = FERRY_STREAM_READY;
+  // DLPack's default for a CUDA consumer: the legacy default stream, which
+  // orders after every blocking stream's work. READY only when asked for.
+  uint64_t stream_ = FERRY_STREAM_LEGACY;
   ferry_payload_t p_{};
 };
 
