@@ -40,7 +40,13 @@ void Engine::AddMember(const wire::MemberRecord& record) {
       Peer* p = it->second.get();
       if (p->record.incarnation > record.incarnation) return;  // stale news
       if (p->record.incarnation == record.incarnation) {
-        if (p->record.endpoints.empty()) p->record = record;
+        if (p->record.endpoints.empty()) {
+          p->record = record;
+          // Messages may wait for a primary nobody could dial until now.
+          if (!p->gone && !p->leaving && !p->backlog.empty()) {
+            (void)SendOnPrimaryLocked(p, 0, nullptr);
+          }
+        }
         return;
       }
       // A newer incarnation: the old process is gone.
