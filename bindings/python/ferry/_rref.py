@@ -61,9 +61,9 @@ class RRef:
                 "ferry: local_value() is for the owner (%s); call to_here() on a user"
                 % self.owner_name())
         data, value = self.__handle.local_value(_agent.timeout_ms(timeout))
-        if isinstance(value, list):  # made in C: its bytes and tensors
+        if data != HELD:  # made in C: its bytes and tensors (a list of arrays)
             return _agent.Raw(data, value)
-        return value
+        return value  # the held Python object (which may be a list)
 
     def to_here(self, timeout=None):
         """A copy of the value, fetched from the owner (the value itself on
