@@ -52,6 +52,17 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
     // none of them has is a mistake, not a worker still to come (torch).
     return fail(UnknownInStaticJob(to));
   }
+  if (target.value() != 0 && w_.options.world_size > 0) {
+    // A static job's member that left (possibly before this worker joined,
+    // so the engine never knew it) keeps its name: PEER_GONE, at once.
+    const MemberState state = w_.members.StateOf(target.value());
+    if (state != MemberState::kAlive) {
+      return fail(Status(FERRY_PEER_GONE,
+                         "worker '" + w_.members.NameOf(target.value()) + "' " +
+                             (state == MemberState::kLeft ? "left" : "is gone from") +
+                             " job '" + w_.options.job + "'"));
+    }
+  }
   const uint64_t self = w_.engine.self_id();
   if (target.value() == self && self != 0) {
     return fail(

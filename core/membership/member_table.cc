@@ -52,6 +52,12 @@ std::string MemberTable::NameOf(uint64_t id) const {
   return it == by_id_.end() ? std::string() : it->second.name;
 }
 
+MemberState MemberTable::StateOf(uint64_t id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? MemberState::kAlive : it->second.state;
+}
+
 std::vector<MemberInfo> MemberTable::List() const {
   std::vector<MemberInfo> out;
   {

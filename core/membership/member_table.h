@@ -48,6 +48,8 @@ class MemberTable {
   StatusOr<uint64_t> Resolve(const std::string& to) const;
   // The name of member `id`, or "" if unknown.
   std::string NameOf(uint64_t id) const;
+  // Member `id`'s state; kAlive for an id not known.
+  MemberState StateOf(uint64_t id) const;
   // Every member known, those alive first, each group by id.
   std::vector<MemberInfo> List() const;
   size_t AliveCount() const;

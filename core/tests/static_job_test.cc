@@ -264,6 +264,44 @@ TEST_F(StaticJobTest, StartWaitsForEveryRankIncludingALateOne) {
   EXPECT_EQ(c2->ShutdownLine().rfind("SHUTDOWN OK", 0), 0u);
 }
 
+// A worker that joined and left (its own start gave up) still counts as
+// joined: the others' start returns; its name stays known (PEER_GONE, not
+// NOT_FOUND), also to a worker that joined after it left; and since it
+// never reached shutdown, the barrier fails at once naming it.
+TEST_F(StaticJobTest, AWorkerThatJoinedAndLeftCountsAsJoined) {
+  auto f0 = StartRank0(3);
+  auto c1 = Spawn(1, 3, {"--start-timeout-ms", "300"});
+  const std::string gave_up = c1->Started();
+  EXPECT_EQ(gave_up.rfind("START_FAILED DEADLINE_EXCEEDED", 0), 0u) << gave_up;
+  EXPECT_NE(gave_up.find("rank 2 did not join"), std::string::npos) << gave_up;
+  auto c2 = Spawn(2, 3);
+  w0_ = f0.get();
+  EXPECT_EQ(c2->Started(), "STARTED rank=2 world=3 id=3");
+  c2->Send("call worker1 echo x");
+  const std::string call = c2->Expect({"CALL"});
+  EXPECT_EQ(call.rfind("CALL_FAILED PEER_GONE", 0), 0u) << call;
+  bool seen = false;
+  for (const auto& m : w0_->Members()) {
+    if (m.name != "worker1") continue;
+    seen = true;
+    EXPECT_EQ(m.state, FERRY_MEMBER_LEFT);
+    EXPECT_EQ(m.rank, 1);
+  }
+  EXPECT_TRUE(seen);
+  c2->Send("shutdown none");
+  const std::string line = c2->ShutdownLine();
+  EXPECT_EQ(line.rfind("SHUTDOWN_FAILED PEER_GONE", 0), 0u) << line;
+  EXPECT_NE(line.find("'worker1' (rank 1) left without reaching shutdown"),
+            std::string::npos)
+      << line;
+  try {
+    w0_->Shutdown(ferry::ShutdownMode::kGraceful);
+    FAIL() << "the barrier completed without rank 1";
+  } catch (const ferry::Error& e) {
+    EXPECT_EQ(e.code(), FERRY_PEER_GONE) << e.what();
+  }
+}
+
 TEST_F(StaticJobTest, StartTimesOutNamingTheMissingRanks) {
   auto o = Options(0, 3);
   o.start_timeout = 1000ms;
