@@ -15,8 +15,8 @@ See docs/python.md: the API side by side with torch.distributed.rpc.
 
 from . import functions, futures
 from ._options import BackendType, RpcBackendOptions, TensorPipeRpcBackendOptions
-from ._agent import (Raw, WorkerInfo, get_worker_info, init_rpc, on_join, on_leave,
-                     on_membership, register, remote, rpc_async, rpc_sync, shutdown,
+from ._agent import (Raw, WorkerInfo, get_worker_info, init_rpc, is_available, on_join,
+                     on_leave, on_membership, register, remote, rpc_async, rpc_sync, shutdown,
                      stats, store_address, wait_for_workers, workers)
 from ._errors import (CancelledError, DeadlineExceededError, FerryError, InvalidArgumentError,
                       NotFoundError, NotInitializedError, PeerGoneError)
@@ -28,7 +28,8 @@ _agent._bind(RRef)
 
 __all__ = [
     "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "register",
-    "get_worker_info", "workers", "wait_for_workers", "on_membership", "on_join", "on_leave",
+    "get_worker_info", "is_available", "workers", "wait_for_workers", "on_membership",
+    "on_join", "on_leave",
     "stats", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions", "futures",
     "BackendType", "RpcBackendOptions", "TensorPipeRpcBackendOptions",
     "FerryError", "PeerGoneError", "DeadlineExceededError", "NotFoundError",

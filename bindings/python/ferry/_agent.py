@@ -531,6 +531,11 @@ def _raw_parts(result):
     return (result,)
 
 
+def is_available():
+    """torch.distributed.rpc.is_available(): ferry's RPC always is."""
+    return True
+
+
 def stats():
     """Counters of this worker (RRefs, pending calls, refused connections)."""
     return current().stats()
