@@ -19,8 +19,9 @@ DEFAULT_NUM_WORKER_THREADS = 16  # torch's
 
 class BackendType(enum.Enum):
     """torch.distributed.rpc.BackendType, plus ferry's transports by name.
-    TENSORPIPE (torch's only one) means "auto": every plugin found, per peer
-    the best one both workers share (shm on one host, tcp across hosts)."""
+    TENSORPIPE (torch's only one) means ferry's default: FERRY_TRANSPORT,
+    else "auto" (every plugin found; per peer the best one both workers
+    share: shm on one host, tcp across hosts)."""
 
     TENSORPIPE = "tensorpipe"
     AUTO = "auto"
@@ -79,14 +80,14 @@ _TENSORPIPE_TRANSPORTS = {"uv": "tcp", "shm": "shm", "ibv": "fabric", "cma": "sh
 
 def transport(backend, options):
     """The ferry plugin list a backend (and options' _transports) asks for,
-    or None: FERRY_TRANSPORT, else "auto"."""
+    or None: ferry's default (FERRY_TRANSPORT, else "auto")."""
     wanted = None
     if backend is not None:
         name = getattr(backend, "name", None)
         if isinstance(backend, str):
-            wanted = "auto" if backend.lower() in ("tensorpipe", "auto") else backend
+            wanted = None if backend.lower() == "tensorpipe" else backend
         elif isinstance(backend, BackendType):
-            wanted = "auto" if backend.value == "tensorpipe" else backend.value
+            wanted = None if backend.value == "tensorpipe" else backend.value
         elif name is not None and type(backend).__name__ == "BackendType":
             # torch's BackendType (a dynamic Enum): TENSORPIPE is all it has
             # unless a program registered its own backend, which ferry is not.
@@ -94,12 +95,11 @@ def transport(backend, options):
                 raise ValueError("ferry: backend %s is a torch backend ferry does not "
                                  "provide; pass BackendType.TENSORPIPE (ferry picks its "
                                  "transports) or a ferry plugin name" % name)
-            wanted = "auto"
         else:
             raise TypeError("ferry: backend is a BackendType or a ferry plugin name "
                             "(\"tcp\", \"shm\", \"fabric\", \"auto\"), not %r" % (backend,))
     tp = getattr(options, "_transports", None) if options is not None else None
-    if tp and wanted in (None, "auto"):
+    if tp and wanted is None:
         mapped = []
         for t in tp:
             p = _TENSORPIPE_TRANSPORTS.get(str(t), str(t))

@@ -212,7 +212,10 @@ def test_non_graceful_shutdown_leaves_at_once(monkeypatch):
         ferry.shutdown(graceful=False)
         assert time.monotonic() - start < 5
     finally:
-        peer.communicate("", timeout=30)
+        out = peer.communicate("", timeout=30)[0]
+    # The peer's barrier can no longer complete: it fails at once (naming
+    # worker0, or the store worker0 hosted).
+    assert "SHUTDOWN FAILED PeerGoneError" in out, out
 
 
 # ---- torch's options, backends and init methods --------------------------------
@@ -311,3 +314,19 @@ def test_futures_mix_with_torch_futures():
     f.set_result(2)
     assert [x.wait() for x in both.wait()] == [1, 2]
     assert ferry.futures.wait_all([t, f]) == [1, 2]
+
+
+def test_backends_map_to_ferry_transports():
+    from ferry import _options
+
+    assert _options.transport(None, None) is None  # FERRY_TRANSPORT, else auto
+    assert _options.transport(ferry.BackendType.TENSORPIPE, None) is None
+    assert _options.transport("shm", None) == "shm"
+    assert _options.transport(ferry.BackendType.TCP, None) == "tcp"
+    opts = ferry.TensorPipeRpcBackendOptions(_transports=["shm", "uv"])
+    assert _options.transport(None, opts) == "shm,tcp"
+    assert _options.transport(ferry.BackendType.FABRIC, opts) == "fabric"  # named wins
+    with pytest.raises(TypeError, match="BackendType"):
+        _options.transport(3, None)
+    torch_rpc = pytest.importorskip("torch.distributed.rpc")
+    assert _options.transport(torch_rpc.BackendType.TENSORPIPE, None) is None
