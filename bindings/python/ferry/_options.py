@@ -177,6 +177,9 @@ def rendezvous(init_method, store, rank, world_size):
                     "of the rendezvous store, which rank 0 hosts), or FERRY_STORE=host:port, "
                     "or init_method=\"tcp://host:port\"" % " and ".join(missing))
             return Rendezvous("", rank, world_size)
+        if world_size and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+            return Rendezvous(_agent_store_rendezvous(addr, port, rank, world_size),
+                              rank, world_size)
         return Rendezvous(_host_port(addr, port), rank, world_size)
     if url.scheme == "tcp":
         if not url.hostname or not url.port:
@@ -184,6 +187,32 @@ def rendezvous(init_method, store, rank, world_size):
         return Rendezvous(_host_port(url.hostname, url.port), rank, world_size)
     raise ValueError("ferry: init_method %r is not supported: use \"env://\" "
                      "(MASTER_ADDR / MASTER_PORT) or \"tcp://host:port\"" % init_method)
+
+
+def _agent_store_rendezvous(addr, port, rank, world_size, timeout_s=300):
+    """Under torchrun, MASTER_ADDR:MASTER_PORT is torch's own TCPStore,
+    hosted by torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True), so
+    ferry's store cannot listen there: rank 0 picks a free port on
+    MASTER_ADDR for it and publishes the address in the agent's store
+    (under the restart's prefix, as torch's env:// does), where the other
+    ranks read it. torchrun means torch is installed; it is imported only
+    here."""
+    from datetime import timedelta
+
+    from torch.distributed import PrefixStore, TCPStore
+
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    store = PrefixStore("/worker/attempt_%s/ferry" % attempt,
+                        TCPStore(addr, int(port), world_size, False,
+                                 timedelta(seconds=timeout_s)))
+    if rank == 0:
+        host = _host_port(addr, port).rsplit(":", 1)[0]
+        with socket.socket() as s:
+            s.bind((host, 0))
+            address = "%s:%d" % (host, s.getsockname()[1])
+        store.set("store", address)
+        return address
+    return store.get("store").decode()
 
 
 def _host_port(host, port):

@@ -31,13 +31,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(program, world_size, how, timeout=90):
+def launch(program, world_size, how, timeout=90, port=None, extra_env=None):
     """Runs `program` as world_size processes, launched `how` ("args" or
     "env"), and returns their outputs by rank; every one must exit 0."""
-    port = free_port()
+    port = port or free_port()
     procs = []
     for rank in range(world_size):
-        env = dict(os.environ, MASTER_ADDR="localhost", MASTER_PORT=str(port))
+        env = dict(os.environ, MASTER_ADDR="localhost", MASTER_PORT=str(port),
+                   **(extra_env or {}))
         env.pop("RANK", None)
         env.pop("WORLD_SIZE", None)
         argv = [sys.executable, program]
@@ -76,6 +77,24 @@ def test_the_canonical_torch_program(how):
     outs = launch(os.path.join(HERE, "torch_canonical.py"), 3, how)
     for rank, out in enumerate(outs):
         assert "rank %d OK" % rank in out, out
+
+
+def test_the_canonical_program_beside_torchruns_agent_store():
+    """torchrun's agent hosts torch's TCPStore at MASTER_ADDR:MASTER_PORT
+    (TORCHELASTIC_USE_AGENT_STORE=True): ferry's rank 0 hosts its store on
+    another port and tells the others through torch's store."""
+    torch_dist = pytest.importorskip("torch.distributed")
+    from datetime import timedelta
+
+    port = free_port()
+    agent_store = torch_dist.TCPStore("127.0.0.1", port, 1, True, timedelta(seconds=60),
+                                      wait_for_workers=False)
+    outs = launch(os.path.join(HERE, "torch_canonical.py"), 3, "env", port=port,
+                  extra_env={"TORCHELASTIC_USE_AGENT_STORE": "True",
+                             "TORCHELASTIC_RESTART_COUNT": "0"})
+    for rank, out in enumerate(outs):
+        assert "rank %d OK" % rank in out, out
+    assert agent_store.get("/worker/attempt_0/ferry/store").decode().startswith("127.0.0.1:")
 
 
 @pytest.mark.parametrize("how", LAUNCHES)
