@@ -31,8 +31,6 @@ from torch.distributions import Categorical
 
 import ferry as rpc  # torch: import torch.distributed.rpc as rpc
 
-from ferry import RRef, remote  # torch: from torch.distributed.rpc import ...
-
 STATE = 4
 STEPS = 10
 EPISODES = 60
@@ -73,10 +71,10 @@ class Agent:
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=0.2)
         self.lock = threading.Lock()
         self.ob_rrefs = []
-        self.agent_rref = RRef(self)
+        self.agent_rref = rpc.RRef(self)
         for ob_rank in range(1, world_size):
             ob_info = rpc.get_worker_info(f"observer{ob_rank}")
-            self.ob_rrefs.append(remote(ob_info, Observer))
+            self.ob_rrefs.append(rpc.remote(ob_info, Observer))
         self.log_probs = {ob.owner().id: [] for ob in self.ob_rrefs}
         self.rewards = {ob.owner().id: [] for ob in self.ob_rrefs}
 
@@ -113,7 +111,7 @@ class Agent:
 
 def run_agent(world_size):
     agent = Agent(world_size)
-    for ob in agent.ob_rrefs:  # confirmed once remote() was answered
+    for ob in agent.ob_rrefs:  # user RRefs to the observers, each owned by its rank
         assert ob.owner_name().startswith("observer") and not ob.is_owner()
     first = [agent.run_episode() for _ in range(3)]
     agent.finish_episode()
