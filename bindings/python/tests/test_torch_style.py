@@ -122,6 +122,39 @@ def test_model_parallel_example(how):
     assert "worker1 done" in outs[1] and "worker2 done" in outs[2]
 
 
+PROGRAMS = {
+    "torch_canonical.py": (HERE, "rank 0 OK"),
+    "parameter_server.py": (EXAMPLES, "parameter server OK"),
+    "rl_agent.py": (EXAMPLES, "rl agent OK"),
+    "model_parallel.py": (EXAMPLES, "model parallel OK"),
+}
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_the_programs_are_torch_programs(program, tmp_path):
+    """Each program, its ferry import line put back to torch's, runs on
+    torch.distributed.rpc itself: they are torch programs, not ferry ones
+    that look alike."""
+    pytest.importorskip("torch.distributed.rpc")
+    where, ok = PROGRAMS[program]
+    with open(os.path.join(where, program)) as f:
+        lines = f.read().splitlines(keepends=True)
+    changed = []
+    for i, line in enumerate(lines):
+        if line.startswith("import ferry as rpc"):
+            lines[i] = "import torch.distributed.rpc as rpc\n"
+        elif line.startswith("from ferry import"):
+            lines[i] = line.replace("from ferry import", "from torch.distributed.rpc import")
+        else:
+            continue
+        changed.append(i)
+    assert len(changed) == 1, "%s has %d ferry lines" % (program, len(changed))
+    copy = tmp_path / program
+    copy.write_text("".join(lines))
+    outs = launch(str(copy), 3, "args", extra_env={"PYTHONPATH": ""})  # no ferry there
+    assert ok in outs[0], outs[0]
+
+
 # ---- a static job of two: this process is rank 0 ------------------------------
 
 PEER = """
