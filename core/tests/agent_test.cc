@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_workers.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,64 +19,22 @@ namespace {
 using namespace std::chrono_literals;
 using ferry::Worker;
 
-// Each test gets its own job name so leftovers never meet.
-std::string JobName() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return std::string("agent_test.") + info->name();
-}
-
 Worker::Options Opts(const std::string& name, const std::string& store,
                      bool host = false) {
-  Worker::Options o;
-  o.name = name;
-  o.job = JobName();
-  o.transport = "tcp";
-  o.store = store;
-  o.host_store = host;
-  o.secret = "test-secret";
-  o.peer_timeout = 1000ms;
-  o.default_timeout = 10000ms;
-  return o;
+  return ferry_test::WorkerOptions(name, ferry_test::JobName("agent_test"), store, host,
+                                   "tcp", 1000ms, 10000ms);
 }
 
-// Polls `pred` (driving nothing itself: the workers' own loops progress)
-// until true or 10 s; the condition is what is awaited, not a duration.
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds limit = 10000ms) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::yield();
-  }
-  return pred();
-}
+using ferry_test::Eventually;
 
 // A float32 tensor of n elements whose deleter counts calls.
 std::atomic<int> g_deleted{0};
 DLManagedTensor* MakeTensor(int64_t n, float base) {
-  struct Holder {
-    DLManagedTensor t;
-    std::vector<float> data;
-    int64_t shape[1];
-  };
-  auto* h = new Holder();
-  h->data.resize(static_cast<size_t>(n));
+  std::vector<float> data(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    h->data[static_cast<size_t>(i)] = base + static_cast<float>(i);
-  h->shape[0] = n;
-  h->t.dl_tensor.data = h->data.data();
-  h->t.dl_tensor.device = {kDLCPU, 0};
-  h->t.dl_tensor.ndim = 1;
-  h->t.dl_tensor.dtype = {kDLFloat, 32, 1};
-  h->t.dl_tensor.shape = h->shape;
-  h->t.dl_tensor.strides = nullptr;
-  h->t.dl_tensor.byte_offset = 0;
-  h->t.manager_ctx = h;
-  h->t.deleter = [](DLManagedTensor* self) {
-    g_deleted.fetch_add(1);
-    delete static_cast<Holder*>(self->manager_ctx);
-  };
-  return &h->t;
+    data[static_cast<size_t>(i)] = base + static_cast<float>(i);
+  return ferry_test::VectorTensor(std::move(data), DLDevice{kDLCPU, 0},
+                                  DLDataType{kDLFloat, 32, 1}, &g_deleted);
 }
 
 class AgentTest : public ::testing::Test {

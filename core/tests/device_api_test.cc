@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_workers.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -19,23 +21,10 @@ namespace {
 using namespace std::chrono_literals;
 using ferry::Worker;
 
-std::string JobName() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return std::string("device_api_test.") + info->name();
-}
-
 Worker::Options Opts(const std::string& name, const std::string& store,
                      bool host = false) {
-  Worker::Options o;
-  o.name = name;
-  o.job = JobName();
-  o.transport = "tcp";
-  o.store = store;
-  o.host_store = host;
-  o.secret = "test-secret";
-  o.peer_timeout = 1000ms;
-  o.default_timeout = 10000ms;
-  return o;
+  return ferry_test::WorkerOptions(name, ferry_test::JobName("device_api_test"), store,
+                                   host, "tcp", 1000ms, 10000ms);
 }
 
 std::atomic<int> g_deleted{0};
@@ -43,27 +32,8 @@ std::atomic<int> g_deleted{0};
 // A tensor of n floats that claims to live on `device`. Its memory is host
 // memory: on these paths ferry must refuse it before reading it.
 DLManagedTensor* MakeTensor(int64_t n, DLDevice device) {
-  struct Holder {
-    DLManagedTensor t;
-    std::vector<float> data;
-    int64_t shape[1];
-  };
-  auto* h = new Holder();
-  h->data.assign(static_cast<size_t>(n), 3.0f);
-  h->shape[0] = n;
-  h->t.dl_tensor.data = h->data.data();
-  h->t.dl_tensor.device = device;
-  h->t.dl_tensor.ndim = 1;
-  h->t.dl_tensor.dtype = {kDLFloat, 32, 1};
-  h->t.dl_tensor.shape = h->shape;
-  h->t.dl_tensor.strides = nullptr;
-  h->t.dl_tensor.byte_offset = 0;
-  h->t.manager_ctx = h;
-  h->t.deleter = [](DLManagedTensor* self) {
-    g_deleted.fetch_add(1);
-    delete static_cast<Holder*>(self->manager_ctx);
-  };
-  return &h->t;
+  return ferry_test::VectorTensor(std::vector<float>(static_cast<size_t>(n), 3.0f),
+                                  device, DLDataType{kDLFloat, 32, 1}, &g_deleted);
 }
 
 class DeviceApiTest : public ::testing::Test {

@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_workers.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -32,13 +34,10 @@ const ferry_cuda::Driver* cu = nullptr;
 std::string g_self_exe;
 
 std::string JobName() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return std::string("device_rpc_test.") + info->name() + "." + std::to_string(getpid());
+  return ferry_test::JobName("device_rpc_test") + "." + std::to_string(getpid());
 }
 
-uint8_t Pattern(size_t i, uint8_t seed) {
-  return static_cast<uint8_t>((i * 131u + seed) & 0xff);
-}
+using ferry_test::Pattern;
 
 // The device's primary context, current on this thread.
 bool UseDevice(std::string* why) {
@@ -66,13 +65,8 @@ DLManagedTensor* DeviceTensor(size_t n, uint8_t seed) {
   for (size_t i = 0; i < n; ++i) host[i] = Pattern(i, seed);
   EXPECT_EQ(cu->cuMemcpyHtoD(h->p, host.data(), n), CUDA_SUCCESS);
   h->shape[0] = static_cast<int64_t>(n);
-  h->t.dl_tensor.data = reinterpret_cast<void*>(h->p);
-  h->t.dl_tensor.device = {kDLCUDA, 0};
-  h->t.dl_tensor.ndim = 1;
-  h->t.dl_tensor.dtype = {kDLUInt, 8, 1};
-  h->t.dl_tensor.shape = h->shape;
-  h->t.dl_tensor.strides = nullptr;
-  h->t.dl_tensor.byte_offset = 0;
+  ferry_test::SetTensor1D(h->t.dl_tensor, reinterpret_cast<void*>(h->p), h->shape,
+                          DLDevice{kDLCUDA, 0}, DLDataType{kDLUInt, 8, 1});
   h->t.manager_ctx = h;
   h->t.deleter = [](DLManagedTensor* self) {
     auto* hh = static_cast<Holder*>(self->manager_ctx);

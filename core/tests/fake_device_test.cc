@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_workers.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -25,56 +27,23 @@ namespace {
 using namespace std::chrono_literals;
 using ferry::Worker;
 
-std::string JobName() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return std::string("fake_device_test.") + info->name();
-}
-
 Worker::Options Opts(const std::string& name, const std::string& store,
                      const std::string& transport, bool host = false) {
-  Worker::Options o;
-  o.name = name;
-  o.job = JobName();
-  o.transport = transport;
-  o.store = store;
-  o.host_store = host;
-  o.secret = "test-secret";
-  o.peer_timeout = 2000ms;
-  o.default_timeout = 20000ms;
-  return o;
+  return ferry_test::WorkerOptions(name, ferry_test::JobName("fake_device_test"), store,
+                                   host, transport, 2000ms, 20000ms);
 }
 
 std::atomic<int> g_deleted{0};
 
-uint8_t Pattern(size_t i, uint8_t seed) {
-  return static_cast<uint8_t>((i * 131u + seed) & 0xff);
-}
+using ferry_test::Pattern;
 
 // n bytes "in CUDA memory" (host memory tagged cuda:0: fakedev reads it as
 // such), filled with a pattern.
 DLManagedTensor* DeviceTensor(size_t n, uint8_t seed) {
-  struct Holder {
-    DLManagedTensor t;
-    std::vector<uint8_t> data;
-    int64_t shape[1];
-  };
-  auto* h = new Holder();
-  h->data.resize(n);
-  for (size_t i = 0; i < n; ++i) h->data[i] = Pattern(i, seed);
-  h->shape[0] = static_cast<int64_t>(n);
-  h->t.dl_tensor.data = h->data.data();
-  h->t.dl_tensor.device = {kDLCUDA, 0};
-  h->t.dl_tensor.ndim = 1;
-  h->t.dl_tensor.dtype = {kDLUInt, 8, 1};
-  h->t.dl_tensor.shape = h->shape;
-  h->t.dl_tensor.strides = nullptr;
-  h->t.dl_tensor.byte_offset = 0;
-  h->t.manager_ctx = h;
-  h->t.deleter = [](DLManagedTensor* self) {
-    g_deleted.fetch_add(1);
-    delete static_cast<Holder*>(self->manager_ctx);
-  };
-  return &h->t;
+  std::vector<uint8_t> data(n);
+  for (size_t i = 0; i < n; ++i) data[i] = Pattern(i, seed);
+  return ferry_test::VectorTensor(std::move(data), DLDevice{kDLCUDA, 0},
+                                  DLDataType{kDLUInt, 8, 1}, &g_deleted);
 }
 
 // Checks a received tensor's bytes (fake device memory is readable).

@@ -11,14 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "test_workers.h"
 
 #include <chrono>
 #include <cstddef>
@@ -58,8 +58,7 @@ int FreePort() {
 }
 
 std::string JobName() {
-  return std::string("static_test.") +
-         ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  return ferry_test::JobName("static_test");
 }
 
 // One ferry-static-worker process: commands on its stdin, lines awaited on
@@ -67,16 +66,7 @@ std::string JobName() {
 class Child {
  public:
   Child(std::vector<std::string> args, std::vector<std::string> env = {}) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) std::abort();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     args.insert(args.begin(), FERRY_STATIC_WORKER);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     // The test's own environment without any WORLD_SIZE / RANK, plus `env`.
     std::vector<std::string> envs;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -88,15 +78,8 @@ class Child {
     std::vector<char*> envp;
     for (auto& e : envs) envp.push_back(e.data());
     envp.push_back(nullptr);
-    if (posix_spawn(&pid_, FERRY_STATIC_WORKER, &fa, nullptr, argv.data(), envp.data()) !=
-        0) {
-      std::abort();
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
+    pid_ = ferry_test::SpawnPiped(FERRY_STATIC_WORKER, std::move(args), envp.data(),
+                                  &stdin_, &stdout_);
   }
   ~Child() {
     if (stdin_ >= 0) close(stdin_);
@@ -168,14 +151,8 @@ class StaticJobTest : public ::testing::Test {
   void SetUp() override { store_ = "127.0.0.1:" + std::to_string(FreePort()); }
 
   ferry::Worker::Options Options(int rank, int world_size) {
-    ferry::Worker::Options o;
-    o.name = "worker" + std::to_string(rank);
-    o.job = JobName();
-    o.transport = "tcp";
-    o.store = store_;
-    o.host_store = rank == 0;
-    o.secret = "test-secret";
-    o.peer_timeout = 1000ms;
+    ferry::Worker::Options o = ferry_test::WorkerOptions("worker" + std::to_string(rank),
+                                                         JobName(), store_, rank == 0);
     o.world_size = static_cast<uint32_t>(world_size);
     o.rank = rank;
     o.start_timeout = 30000ms;
@@ -496,13 +473,9 @@ TEST_F(StaticJobTest, UnknownNameFailsAtOnceInAStaticJob) {
 }
 
 TEST(ElasticJobTest, UnknownNameIsWaitedForInAnElasticJob) {
-  ferry::Worker::Options o;
-  o.name = "seed";
-  o.job = JobName();
-  o.transport = "tcp";
-  o.store = "127.0.0.1:0";
-  o.host_store = true;
-  o.secret = "test-secret";
+  // No peer timeout of its own (0: the library's default).
+  ferry::Worker::Options o = ferry_test::WorkerOptions("seed", JobName(), "127.0.0.1:0",
+                                                       /*host_store=*/true, "tcp", 0ms);
   o.elastic = true;
   ferry::Worker seed(o);
   EXPECT_EQ(seed.rank(), -1);

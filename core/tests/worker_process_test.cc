@@ -5,12 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "test_workers.h"
 
 #include <chrono>
 #include <string>
@@ -29,34 +29,11 @@ using Clock = std::chrono::steady_clock;
 class Child {
  public:
   Child(const std::string& name, const std::string& store, const std::string& job) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) std::abort();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    std::vector<std::string> args = {FERRY_TEST_WORKER,
-                                     "--name",
-                                     name,
-                                     "--store",
-                                     store,
-                                     "--job",
-                                     job,
-                                     "--secret",
-                                     "test-secret",
-                                     "--peer-timeout-ms",
-                                     "1000"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, FERRY_TEST_WORKER, &fa, nullptr, argv.data(), environ) != 0) {
-      std::abort();
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
+    pid_ = ferry_test::SpawnPiped(
+        FERRY_TEST_WORKER,
+        {FERRY_TEST_WORKER, "--name", name, "--store", store, "--job", job, "--secret",
+         "test-secret", "--peer-timeout-ms", "1000"},
+        environ, &stdin_, &stdout_);
   }
   ~Child() {
     if (stdin_ >= 0) close(stdin_);
@@ -114,36 +91,21 @@ class Child {
 };
 
 std::string JobName() {
-  return std::string("process_test.") +
-         ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  return ferry_test::JobName("process_test");
 }
+
+using ferry_test::Eventually;
 
 class WorkerProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ferry::Worker::Options o;
-    o.name = "seed";
-    o.job = JobName();
-    o.transport = "tcp";
-    o.store = "127.0.0.1:0";
-    o.host_store = true;
-    o.secret = "test-secret";
-    o.peer_timeout = 1000ms;
-    seed_ = std::make_unique<ferry::Worker>(o);
+    seed_ = std::make_unique<ferry::Worker>(
+        ferry_test::WorkerOptions("seed", JobName(), "127.0.0.1:0", /*host_store=*/true));
   }
   std::unique_ptr<Child> Spawn(const std::string& name) {
     auto c = std::make_unique<Child>(name, seed_->store_address(), JobName());
     EXPECT_NE(c->Expect("READY"), "") << name << " did not start";
     return c;
-  }
-  template <typename Pred>
-  bool Eventually(Pred pred, std::chrono::milliseconds limit = 10000ms) {
-    const auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      if (pred()) return true;
-      std::this_thread::yield();
-    }
-    return pred();
   }
   std::unique_ptr<ferry::Worker> seed_;
 };

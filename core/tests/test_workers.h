@@ -1,0 +1,132 @@
+// Helpers shared by the core's end-to-end tests (the ones on the public C++
+// API): a job name per test, a test worker's options, 1-d tensors, a byte
+// pattern, polling a condition with a deadline, and a child process whose
+// stdin and stdout are pipes to the test.
+#pragma once
+
+#include <ferry/ferry.hpp>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace ferry_test {
+
+// "<prefix>.<the running test's name>": each test gets its own job name so
+// leftovers never meet.
+inline std::string JobName(const std::string& prefix) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return prefix + "." + info->name();
+}
+
+// A test worker's options: `transport`, the tests' secret, `peer_timeout`,
+// and `default_timeout` (0: the library's default, as if never set).
+inline ferry::Worker::Options WorkerOptions(
+    const std::string& name, const std::string& job, const std::string& store,
+    bool host_store = false, const std::string& transport = "tcp",
+    std::chrono::milliseconds peer_timeout = std::chrono::milliseconds(1000),
+    std::chrono::milliseconds default_timeout = std::chrono::milliseconds(0)) {
+  ferry::Worker::Options o;
+  o.name = name;
+  o.job = job;
+  o.transport = transport;
+  o.store = store;
+  o.host_store = host_store;
+  o.secret = "test-secret";
+  o.peer_timeout = peer_timeout;
+  o.default_timeout = default_timeout;
+  return o;
+}
+
+// Polls `pred` (driving nothing itself: the workers' own loops progress)
+// until true or `limit`; the condition is what is awaited, not a duration.
+template <typename Pred>
+bool Eventually(Pred pred,
+                std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::yield();
+  }
+  return pred();
+}
+
+// The byte at `i` of a pattern that differs with `seed`.
+inline uint8_t Pattern(size_t i, uint8_t seed) {
+  return static_cast<uint8_t>((i * 131u + seed) & 0xff);
+}
+
+// Describes a dense 1-d tensor of `*shape` elements at `data` in `t`.
+inline void SetTensor1D(DLTensor& t, void* data, int64_t* shape, DLDevice device,
+                        DLDataType dtype) {
+  t.data = data;
+  t.device = device;
+  t.ndim = 1;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = nullptr;
+  t.byte_offset = 0;
+}
+
+// A 1-d tensor of `data` (of type `dtype`) that claims to live on `device`;
+// its memory is host memory whatever the tag. Its deleter adds one to
+// `*deleted`, then frees it.
+template <typename T>
+DLManagedTensor* VectorTensor(std::vector<T> data, DLDevice device, DLDataType dtype,
+                              std::atomic<int>* deleted) {
+  struct Holder {
+    DLManagedTensor t;
+    std::vector<T> data;
+    int64_t shape[1];
+    std::atomic<int>* deleted;
+  };
+  auto* h = new Holder();
+  h->data = std::move(data);
+  h->deleted = deleted;
+  h->shape[0] = static_cast<int64_t>(h->data.size());
+  SetTensor1D(h->t.dl_tensor, h->data.data(), h->shape, device, dtype);
+  h->t.manager_ctx = h;
+  h->t.deleter = [](DLManagedTensor* self) {
+    auto* hh = static_cast<Holder*>(self->manager_ctx);
+    hh->deleted->fetch_add(1);
+    delete hh;
+  };
+  return &h->t;
+}
+
+// Starts `path` with `args` (argv[0] first) and environment `envp`, its
+// stdin and stdout pipes to this process: `*to_stdin` (write end) and
+// `*from_stdout` (read end). Aborts where it cannot.
+inline pid_t SpawnPiped(const char* path, std::vector<std::string> args,
+                        char* const* envp, int* to_stdin, int* from_stdout) {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) std::abort();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, path, &fa, nullptr, argv.data(), envp) != 0) std::abort();
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  *to_stdin = in[1];
+  *from_stdout = out[0];
+  return pid;
+}
+
+}  // namespace ferry_test
