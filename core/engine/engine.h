@@ -219,6 +219,8 @@ class Engine : private ProgressDriver::Pump {
   // Rewrites it to the legacy default stream, which orders after the work
   // of every blocking stream, per-thread default streams included.
   static void PinStreamsToCaller(OutMessage* msg);
+  // The memory kinds (FERRY_MEM_*) a message's segments are in.
+  static uint64_t NeededKinds(const OutMessage& msg);
   void MakeDeviceConnReady(Conn* c, Peer* p);
   void RejectAndClose(Conn* c, ferry_status_t code, const std::string& why,
                       std::vector<Action>* actions);

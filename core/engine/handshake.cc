@@ -17,6 +17,7 @@
 #include "engine/connection.h"
 #include "engine/engine.h"
 #include "engine/peer.h"
+#include "engine/route.h"
 
 namespace ferry {
 namespace {
@@ -295,14 +296,41 @@ void Engine::MakeReady(Conn* c, std::vector<Action>* actions) {
   p->inbound = nullptr;
   p->waiting_for_theirs = false;
   p->conn = c;
+  const uint64_t kinds = c->slot->transport->info().memory_kinds;
   while (!p->backlog.empty()) {
     auto [seq, m] = std::move(p->backlog.front());
     p->backlog.pop_front();
+    if ((kinds & NeededKinds(*m)) != NeededKinds(*m)) {
+      // A device message queued for the primary when this worker guessed the
+      // primary would be its device transport; the connection that won is
+      // another (the two sides broke a priority tie differently): it waits
+      // for the device connection instead.
+      p->dev_backlog.emplace_back(seq, std::move(m));
+      continue;
+    }
     Status s = SendOnConnLocked(c, std::move(m), seq);
     if (!s.ok()) {
       FERRY_LOG(FERRY_LOG_ERROR, kLog,
                 "sending to '" + p->record.name + "' failed: " + s.ToString());
     }
+  }
+  if (p->dev_backlog.empty()) return;
+  if (p->dev_conn != nullptr && p->dev_conn->state == Conn::State::kReady) {
+    MakeDeviceConnReady(p->dev_conn, p);  // sends what moved to its backlog
+    return;
+  }
+  if (p->dev_outbound != nullptr || p->dev_inbound != nullptr ||
+      p->dev_waiting_for_theirs) {
+    return;
+  }
+  auto ep = route::Choose(LocalRoutes(), p->record.endpoints,
+                          NeededKinds(*p->dev_backlog.front().second), p->record.name);
+  Status s = ep.ok() ? ConnectToPeer(p, &ep.value()) : ep.status();
+  if (!s.ok()) {
+    FERRY_LOG(
+        FERRY_LOG_ERROR, kLog,
+        "device messages to '" + p->record.name + "' cannot be sent: " + s.ToString());
+    p->dev_backlog.clear();
   }
 }
 

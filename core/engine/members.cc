@@ -135,9 +135,14 @@ bool Engine::CanCarry(uint64_t kind) const {
   return false;
 }
 
-Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
+uint64_t Engine::NeededKinds(const OutMessage& msg) {
   uint64_t needed = FERRY_MEM_HOST;
-  for (const auto& t : msg->tensors) needed |= route::MemoryKindOf(t.device);
+  for (const auto& t : msg.tensors) needed |= route::MemoryKindOf(t.device);
+  return needed;
+}
+
+Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
+  const uint64_t needed = NeededKinds(*msg);
   if (route::NeedsDevice(needed)) return SendDeviceMessage(id, std::move(msg), needed);
   std::lock_guard<std::mutex> l(mu_);
   auto it = peers_.find(id);
@@ -208,7 +213,10 @@ Status Engine::SendDeviceMessage(uint64_t id, std::unique_ptr<OutMessage> msg,
       // store's news of it gave us its endpoints): it carries the message.
       ++stats_.device_messages;
       PinStreamsToCaller(msg.get());
-      return SendOnConnLocked(p->dev_conn, std::move(msg), p->next_seq++);
+      Status s = SendOnConnLocked(p->dev_conn, std::move(msg), p->next_seq++);
+      if (!s.ok()) return s;
+      // Heartbeats (and host messages) need the primary: keep it there.
+      return SendOnPrimaryLocked(p, 0, nullptr);
     }
     // A queued message is sent later, by whichever thread pumps: a stream
     // that names the calling thread's must be pinned down now.
@@ -226,7 +234,9 @@ Status Engine::SendDeviceMessage(uint64_t id, std::unique_ptr<OutMessage> msg,
                                     }();
       if (on_primary) return SendOnPrimaryLocked(p, seq, std::move(msg));
       if (p->dev_conn != nullptr && p->dev_conn->state == Conn::State::kReady) {
-        return SendOnConnLocked(p->dev_conn, std::move(msg), seq);
+        Status s = SendOnConnLocked(p->dev_conn, std::move(msg), seq);
+        if (!s.ok()) return s;
+        return SendOnPrimaryLocked(p, 0, nullptr);
       }
       p->dev_backlog.emplace_back(seq, std::move(msg));
       if (p->dev_outbound == nullptr && p->dev_inbound == nullptr &&
