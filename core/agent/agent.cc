@@ -332,6 +332,9 @@ void Agent::OnMessage(PeerKey from, std::unique_ptr<InMessage> msg) {
     case wire::Kind::kResponse:
       calls_->OnResponse(from, *msg);
       return;
+    case wire::Kind::kCancel:
+      incoming_->OnCancel(from, *msg);
+      return;
     case wire::Kind::kControl:
       rref_messenger_->OnControl(from, *msg);
       return;
@@ -384,6 +387,8 @@ void Agent::OnStoreConnGone(uint64_t conn, const Status& why) {
 
 void Agent::OnPeerGone(PeerKey peer, const Status& why, bool left) {
   calls_->FailCallsTo(peer.id, why);
+  // Its calls here are for nobody now: dropped if queued, flagged if running.
+  if (incoming_) incoming_->OnCallerGone(peer.id);
   rrefs_->OnPeerGone(peer.id);
   members_.SetState(peer.id, peer.incarnation,
                     left ? MemberState::kLeft : MemberState::kGone);
@@ -395,6 +400,7 @@ Agent::Stats Agent::stats() {
   Stats s;
   s.rref = rrefs_->stats();
   s.pending_calls = calls_->size();
+  s.dropped_calls = incoming_ ? incoming_->dropped() : 0;
   const Engine::Stats es = engine_->stats();
   s.refused_connections = es.refused;
   s.device_messages = es.device_messages;

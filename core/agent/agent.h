@@ -105,6 +105,7 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   struct Stats {
     RRefContext::Stats rref;
     uint64_t pending_calls = 0;
+    uint64_t dropped_calls = 0;  // served calls dropped unrun: caller gave up
     uint64_t refused_connections = 0;
     uint64_t device_messages = 0;  // over a device transport
     uint64_t staged_messages = 0;  // device tensors staged through host memory

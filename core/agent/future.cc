@@ -47,4 +47,22 @@ void Future::Then(std::function<void()> fn) {
   fn();
 }
 
+bool Future::Cancel() {
+  std::function<void()> cancel;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (done_.load()) return false;
+    cancel = canceller_;
+  }
+  if (cancel) cancel();
+  // The call table may have lost a race with the reply: either way done.
+  return Complete(Status(FERRY_CANCELLED, "the call was cancelled by its caller")) ||
+         (done() && status().code() == FERRY_CANCELLED);
+}
+
+void Future::SetCanceller(std::function<void()> fn) {
+  std::lock_guard<std::mutex> l(mu_);
+  canceller_ = std::move(fn);
+}
+
 }  // namespace ferry

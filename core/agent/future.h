@@ -35,6 +35,12 @@ class Future : public std::enable_shared_from_this<Future> {
   StatusOr<Value> Take();
   // Runs `fn` when done (now, here, if already done).
   void Then(std::function<void()> fn);
+  // The caller gives up: the call's owner ends it (CANCELLED) and tells
+  // the callee. False when already done. A future no call table owns
+  // completes with CANCELLED itself.
+  bool Cancel();
+  // Set once by the call table that owns the call (OutgoingCalls).
+  void SetCanceller(std::function<void()> fn);
 
  private:
   Engine* engine_;
@@ -45,6 +51,7 @@ class Future : public std::enable_shared_from_this<Future> {
   Status status_;
   Value value_;
   std::vector<std::function<void()>> then_;
+  std::function<void()> canceller_;
 };
 
 }  // namespace ferry

@@ -8,6 +8,35 @@
 namespace ferry {
 namespace {
 constexpr const char* kLog = "agent";
+
+thread_local const CallState* t_current = nullptr;
+
+// Makes `state` the current call of this thread while a handler runs.
+class CurrentCall {
+ public:
+  explicit CurrentCall(const CallState* state) : prev_(t_current) { t_current = state; }
+  ~CurrentCall() { t_current = prev_; }
+  CurrentCall(const CurrentCall&) = delete;
+  CurrentCall& operator=(const CurrentCall&) = delete;
+
+ private:
+  const CallState* prev_;
+};
+
+// Why a call whose caller gave up is dropped unrun.
+Status GivenUp(const CallState& st, const std::string& function) {
+  if (st.cancelled.load())
+    return Status(FERRY_CANCELLED, "function '" + function +
+                                       "' was not run: its caller cancelled the call "
+                                       "or is gone");
+  return Status(FERRY_DEADLINE_EXCEEDED,
+                "function '" + function +
+                    "' was not run: the caller's deadline passed while it was queued");
+}
+}  // namespace
+
+const CallState* IncomingCalls::Current() {
+  return t_current;
 }
 
 IncomingCalls::IncomingCalls(WorkerParts parts)
@@ -119,6 +148,15 @@ void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
   call->kind_ = req.call_kind;
   call->rref_ = req.rref;
   call->caller_name_ = w_.members.NameOf(from.id);
+  call->state_ = std::make_shared<CallState>();
+  if (req.timeout_ms != 0) {
+    call->state_->deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(req.timeout_ms);
+  }
+  {
+    std::lock_guard<std::mutex> l(live_mu_);
+    live_[LiveKey{from.id, req.call_id}] = call->state_;
+  }
   if (req.call_kind == wire::CallKind::kRemote) {
     Respond(from, req.call_id, Status::Ok(), nullptr);
   }
@@ -164,13 +202,53 @@ void IncomingCalls::ServeFetch(PeerKey from, const wire::Request& req) {
 void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call,
                         Value args) {
   if (!entry.may_block) {
+    std::shared_ptr<CallState> st = call->state_;
+    CurrentCall current(st.get());
     (*entry.fn)(std::move(call), std::move(args));
     return;
   }
-  executor_->Post([fn = std::move(entry.fn), c = call.release(),
+  executor_->Post([this, fn = std::move(entry.fn), c = call.release(),
                    v = std::make_shared<Value>(std::move(args))]() mutable {
-    (*fn)(std::unique_ptr<IncomingCall>(c), std::move(*v));
+    std::unique_ptr<IncomingCall> queued(c);
+    std::shared_ptr<CallState> st = queued->state_;
+    if (st->given_up()) {
+      // Work for a caller that is gone or gave up is not done.
+      dropped_.fetch_add(1);
+      FERRY_LOG(FERRY_LOG_DEBUG, kLog,
+                "dropped a queued call of '" + queued->function() + "' from '" +
+                    queued->caller_name() + "': its caller gave up");
+      queued->Fail(GivenUp(*st, queued->function()));
+      return;
+    }
+    CurrentCall current(st.get());
+    (*fn)(std::move(queued), std::move(*v));
   });
+}
+
+void IncomingCalls::OnCancel(PeerKey from, InMessage& msg) {
+  wire::Reader r(msg.body.data(), msg.body.size());
+  wire::Cancel c;
+  if (!wire::Get(r, &c)) {
+    FERRY_LOG(FERRY_LOG_WARN, kLog,
+              "malformed cancel from worker id " + std::to_string(from.id) + " dropped");
+    return;
+  }
+  std::lock_guard<std::mutex> l(live_mu_);
+  auto it = live_.find(LiveKey{from.id, c.call_id});
+  if (it != live_.end()) it->second->cancelled.store(true);
+}
+
+void IncomingCalls::OnCallerGone(uint64_t id) {
+  std::lock_guard<std::mutex> l(live_mu_);
+  for (auto it = live_.lower_bound(LiveKey{id, 0});
+       it != live_.end() && it->first.caller == id; ++it) {
+    it->second->cancelled.store(true);
+  }
+}
+
+void IncomingCalls::Forget(uint64_t caller, uint64_t call_id) {
+  std::lock_guard<std::mutex> l(live_mu_);
+  live_.erase(LiveKey{caller, call_id});
 }
 
 void IncomingCalls::Respond(const PeerKey& to, uint64_t call_id, Status status,
@@ -218,6 +296,7 @@ Status IncomingCall::Reply(Value result) {
   } else {
     calls_->Respond(from_, call_id_, Status::Ok(), &result);
   }
+  if (state_) calls_->Forget(from_.id, call_id_);
   calls_->serving_.fetch_sub(1);
   return Status::Ok();
 }
@@ -232,6 +311,7 @@ Status IncomingCall::Fail(Status error) {
   } else {
     calls_->Respond(from_, call_id_, error, nullptr);
   }
+  if (state_) calls_->Forget(from_.id, call_id_);
   calls_->serving_.fetch_sub(1);
   return Status::Ok();
 }

@@ -28,6 +28,25 @@ namespace ferry {
 
 class IncomingCalls;
 
+// What a call being served knows of its caller's side: the caller's
+// deadline (the REQUEST's timeout_ms from its arrival; none for 0) and
+// whether the caller gave up (a CANCEL, its deadline passed, or the caller
+// died or left). Shared by the call, the table of live calls, and the
+// calls a handler makes (which inherit the deadline).
+struct CallState {
+  std::chrono::steady_clock::time_point deadline =
+      std::chrono::steady_clock::time_point::max();  // max: none
+  std::atomic<bool> cancelled{false};
+  bool has_deadline() const {
+    return deadline != std::chrono::steady_clock::time_point::max();
+  }
+  // The caller gave up, or its deadline passed.
+  bool given_up() const {
+    return cancelled.load(std::memory_order_relaxed) ||
+           (has_deadline() && std::chrono::steady_clock::now() >= deadline);
+  }
+};
+
 // A call being served here. Answered exactly once: by Reply, by Fail, or
 // (with an error) when dropped unanswered.
 class IncomingCall {
@@ -35,6 +54,10 @@ class IncomingCall {
   uint64_t caller_id() const { return from_.id; }
   const std::string& caller_name() const { return caller_name_; }
   const std::string& function() const { return function_; }
+  // The caller's deadline (time_point::max() when it set none) and whether
+  // it gave up on this call (see CallState).
+  std::chrono::steady_clock::time_point deadline() const { return state_->deadline; }
+  bool cancelled() const { return state_->given_up(); }
   // FAILED_PRECONDITION if answered already.
   Status Reply(Value result);
   Status Fail(Status error);
@@ -51,6 +74,7 @@ class IncomingCall {
   uint64_t call_id_ = 0;
   wire::CallKind kind_ = wire::CallKind::kRpc;
   wire::Guid rref_;
+  std::shared_ptr<CallState> state_;
   std::atomic<bool> answered_{false};
 };
 
@@ -72,6 +96,18 @@ class IncomingCalls {
 
   // A REQUEST from member `from`.
   void OnRequest(PeerKey from, InMessage& msg);
+  // A CANCEL from member `from`: the call is flagged (dropped if it has not
+  // started). Unknown calls are ignored (idempotent).
+  void OnCancel(PeerKey from, InMessage& msg);
+  // Member `id` died or left: every call it made here is flagged, and
+  // those still queued are dropped before they run.
+  void OnCallerGone(uint64_t id);
+
+  // The call whose handler runs on this thread now (null outside one):
+  // what a nested call inherits its deadline from.
+  static const CallState* Current();
+  // Calls dropped unrun because their caller had given up.
+  uint64_t dropped() const { return dropped_.load(); }
 
   // Calls received and not answered yet.
   int serving() const { return serving_.load(); }
@@ -117,6 +153,19 @@ class IncomingCalls {
   WorkerParts w_;
   std::unique_ptr<Executor> executor_;
   std::atomic<int> serving_{0};
+  std::atomic<uint64_t> dropped_{0};
+
+  // The calls received and not answered yet, by (caller id, call id), for
+  // CANCEL and the caller's departure to reach them.
+  struct LiveKey {
+    uint64_t caller, call_id;
+    bool operator<(const LiveKey& o) const {
+      return caller != o.caller ? caller < o.caller : call_id < o.call_id;
+    }
+  };
+  std::mutex live_mu_;
+  std::map<LiveKey, std::shared_ptr<CallState>> live_;
+  void Forget(uint64_t caller, uint64_t call_id);
 
   std::mutex mu_;  // everything below
   std::map<std::string, HandlerEntry> handlers_;

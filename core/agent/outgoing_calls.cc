@@ -1,6 +1,7 @@
 // The calls this worker waits for (outgoing_calls.h).
 #include "agent/outgoing_calls.h"
 
+#include "agent/incoming_calls.h"
 #include "common/log.h"
 
 #include <algorithm>
@@ -42,6 +43,19 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
     return fail(
         Status(FERRY_FAILED_PRECONDITION,
                "worker '" + w_.options.name + "' has shut down: start a new one"));
+  }
+  // A call made while serving one, with no timeout of its own, inherits
+  // what is left of the served call's deadline.
+  const CallState* served = IncomingCalls::Current();
+  if (timeout.count() == 0 && served != nullptr && served->has_deadline()) {
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(served->deadline - steady_clock::now());
+    if (left.count() <= 0) {
+      return fail(Status(FERRY_DEADLINE_EXCEEDED,
+                         "no time left: this call was made by a handler whose own "
+                         "caller's deadline has passed"));
+    }
+    timeout = left;
   }
   if (timeout.count() == 0) timeout = w_.options.default_timeout;
   const auto deadline = steady_clock::now() + timeout;
@@ -96,6 +110,9 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
     earliest_deadline_ = std::min(earliest_deadline_, pc.deadline);
     calls_.emplace(call_id, std::move(pc));
   }
+  future->SetCanceller([owner = w_.owner, this, call_id] {
+    if (auto keep = owner.lock()) Cancel(call_id);
+  });
   SendPending(call_id);
   return future;
 }
@@ -206,14 +223,14 @@ void OutgoingCalls::OnResponse(PeerKey from, InMessage& msg) {
 
 void OutgoingCalls::ExpireDue() {
   const auto now = steady_clock::now();
-  std::vector<PendingCall> expired;
+  std::vector<std::pair<uint64_t, PendingCall>> expired;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (now < earliest_deadline_) return;
     earliest_deadline_ = steady_clock::time_point::max();
     for (auto it = calls_.begin(); it != calls_.end();) {
       if (now >= it->second.deadline) {
-        expired.push_back(std::move(it->second));
+        expired.emplace_back(it->first, std::move(it->second));
         it = calls_.erase(it);
       } else {
         earliest_deadline_ = std::min(earliest_deadline_, it->second.deadline);
@@ -221,7 +238,7 @@ void OutgoingCalls::ExpireDue() {
       }
     }
   }
-  for (auto& pc : expired) {
+  for (auto& [call_id, pc] : expired) {
     Status s = pc.to == 0 ? Status(FERRY_NOT_FOUND,
                                    "no worker named '" + pc.to_name + "' joined job '" +
                                        w_.options.job + "' before the call's deadline")
@@ -232,10 +249,40 @@ void OutgoingCalls::ExpireDue() {
     if (pc.to == 0) {
       // Never sent: its RRef forks are undone with the unsent message.
       for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);
+    } else if (!pc.unsent) {
+      SendCancel(pc.to, call_id, wire::CancelReason::kDeadline);
     }
     if (pc.on_settled) pc.on_settled(s);
     pc.future->Complete(s);
   }
+}
+
+void OutgoingCalls::Cancel(uint64_t call_id) {
+  PendingCall pc;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = calls_.find(call_id);
+    if (it == calls_.end()) return;
+    pc = std::move(it->second);
+    calls_.erase(it);
+  }
+  const Status s(FERRY_CANCELLED, "the call was cancelled by its caller");
+  if (pc.to != 0 && !pc.unsent) {
+    SendCancel(pc.to, call_id, wire::CancelReason::kCancelled);
+  } else {
+    for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);
+  }
+  if (pc.on_settled) pc.on_settled(s);
+  pc.future->Complete(s);
+}
+
+void OutgoingCalls::SendCancel(uint64_t to, uint64_t call_id, wire::CancelReason why) {
+  auto msg = std::make_unique<OutMessage>();
+  msg->kind = wire::Kind::kCancel;
+  wire::Writer w = msg->BodyWriter();
+  wire::Put(w, wire::Cancel{call_id, why});
+  Status s = w_.engine.SendToMember(to, std::move(msg));
+  if (!s.ok()) FERRY_LOG(FERRY_LOG_DEBUG, kLog, "cancel not sent: " + s.ToString());
 }
 
 void OutgoingCalls::FailCallsTo(uint64_t id, const Status& why) {

@@ -37,8 +37,12 @@ class OutgoingCalls {
   // A member joined under `name` as `id`: the calls waiting for it go.
   void OnMemberJoined(const std::string& name, uint64_t id);
   void OnResponse(PeerKey from, InMessage& msg);
-  // Fails the calls whose deadline passed (the agent's timer).
+  // Fails the calls whose deadline passed (the agent's timer); the callee
+  // of each one sent is told (CANCEL).
   void ExpireDue();
+  // The caller cancelled call `call_id` (Future::Cancel): it fails with
+  // CANCELLED and, if it was sent, its callee is told (CANCEL).
+  void Cancel(uint64_t call_id);
   // Member `id` is gone: its calls fail with `why`.
   void FailCallsTo(uint64_t id, const Status& why);
   // Shutdown: every pending call's future completes with `why` (on_settled
@@ -63,6 +67,10 @@ class OutgoingCalls {
   // else made to encode itself once it is (OutMessage::deferred).
   Status BuildMessage(PendingCall& pc, wire::Request req, Value args);
   void SendPending(uint64_t call_id);
+  // Tells member `to` that this worker gave up on its call `call_id`. Best
+  // effort: never retried (a lost CANCEL costs only work; the callee's own
+  // copy of the deadline ends the call there too).
+  void SendCancel(uint64_t to, uint64_t call_id, wire::CancelReason why);
 
   WorkerParts w_;
 

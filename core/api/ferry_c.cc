@@ -493,6 +493,24 @@ const char* ferry_call_caller_name(const ferry_call_t* call) {
               : "";
 }
 
+const char* ferry_call_function(const ferry_call_t* call) {
+  return call ? reinterpret_cast<const ferry::IncomingCall*>(call)->function().c_str()
+              : "";
+}
+uint32_t ferry_call_remaining_ms(const ferry_call_t* call) {
+  if (call == nullptr) return UINT32_MAX;
+  const auto deadline = reinterpret_cast<const ferry::IncomingCall*>(call)->deadline();
+  if (deadline == std::chrono::steady_clock::time_point::max()) return UINT32_MAX;
+  const auto left = std::chrono::duration_cast<milliseconds>(
+                        deadline - std::chrono::steady_clock::now())
+                        .count();
+  if (left <= 0) return 0;
+  return left >= UINT32_MAX ? UINT32_MAX - 1 : static_cast<uint32_t>(left);
+}
+int ferry_call_cancelled(const ferry_call_t* call) {
+  return call && reinterpret_cast<const ferry::IncomingCall*>(call)->cancelled() ? 1 : 0;
+}
+
 ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to, const char* function,
                                const ferry_payload_t* args, uint32_t timeout_ms,
                                ferry_future_t** out) {
@@ -614,6 +632,14 @@ ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn, void* us
     }
     f->future->Then([f, fn, user_data] { fn(user_data, f); });
     return Ok();
+  })
+}
+
+ferry_status_t ferry_future_cancel(ferry_future_t* f) {
+  FERRY_API_GUARD({
+    if (f == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "future is NULL");
+    if (f->future->Cancel()) return Ok();
+    return Fail(FERRY_FAILED_PRECONDITION, "the call had finished already");
   })
 }
 
@@ -742,6 +768,7 @@ ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* o
     st.device_messages = s.device_messages;
     st.staged_messages = s.staged_messages;
     st.staged_bytes = s.staged_bytes;
+    st.dropped_calls = s.dropped_calls;
     const uint32_t n = out->struct_size < st.struct_size && out->struct_size != 0
                            ? out->struct_size
                            : st.struct_size;

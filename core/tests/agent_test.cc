@@ -275,6 +275,79 @@ TEST_F(AgentTest, NestedCallFromABlockingHandler) {
             "inline b");
 }
 
+// Deadlines and cancellation reach the callee (docs/api.md).
+TEST_F(AgentTest, AHandlerReadsItsDeadlineAndANestedCallInheritsIt) {
+  auto w1 = Join("w1");
+  auto w2 = Join("w2");
+  // "left": the function name and the milliseconds left of the deadline.
+  w2->Register("left", [](ferry::Call& call, ferry::Message) {
+    const auto ms = call.remaining().count();
+    call.Reply(ferry::Payload(call.function() + " " + std::to_string(ms)));
+  });
+  Worker* self = w1.get();
+  w1->Register(
+      "relay",
+      [self](ferry::Call& call, ferry::Message args) {
+        const auto own = std::chrono::milliseconds(std::stoi(std::string(args.bytes())));
+        call.Reply(
+            ferry::Payload(std::string(self->RpcSync("w2", "left", {}, own).bytes())));
+      },
+      FERRY_HANDLER_MAY_BLOCK);
+  auto left = [](const std::string& reply) {
+    EXPECT_EQ(reply.rfind("left ", 0), 0u) << reply;
+    return std::stol(reply.substr(5));
+  };
+  const long direct = left(
+      std::string(seed_->RpcSync("w1", "relay", ferry::Payload("0"), 3000ms).bytes()));
+  EXPECT_GT(direct, 2000);  // inherited from the 3 s call
+  EXPECT_LE(direct, 3000);
+  const long own = left(std::string(
+      seed_->RpcSync("w1", "relay", ferry::Payload("20000"), 3000ms).bytes()));
+  EXPECT_GT(own, 19000);  // its own timeout wins
+}
+
+TEST_F(AgentTest, CancelReachesRunningHandlersAndQueuedCallsAreDropped) {
+  auto w1 = Join("w1");
+  // Blocking handlers (4 executor threads) that wait for the gate, then
+  // report whether their caller gave up.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<int> running{0}, saw_cancel{0};
+  w1->Register(
+      "gated",
+      [&](ferry::Call& call, ferry::Message) {
+        ++running;
+        while (!call.cancelled()) std::this_thread::yield();
+        ++saw_cancel;
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return open; });
+        call.Reply();
+      },
+      FERRY_HANDLER_MAY_BLOCK);
+  std::vector<ferry::Future> futs;
+  for (int i = 0; i < 8; ++i) futs.push_back(seed_->RpcAsync("w1", "gated"));
+  ASSERT_TRUE(Eventually([&] { return running.load() == 4; }));  // 4 queued
+  // The queued ones first, so their CANCELs are there before the running
+  // handlers see theirs.
+  for (int i = 7; i >= 0; --i) {
+    EXPECT_TRUE(futs[static_cast<size_t>(i)].Cancel());
+    EXPECT_EQ(futs[static_cast<size_t>(i)].status(), FERRY_CANCELLED);
+    EXPECT_FALSE(futs[static_cast<size_t>(i)].Cancel());  // done already
+  }
+  ASSERT_TRUE(Eventually([&] { return saw_cancel.load() == 4; }));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    open = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(Eventually([&] { return w1->Stats().dropped_calls == 4; }));
+  EXPECT_EQ(running.load(), 4);  // the queued four never ran
+  // And the worker serves on at once.
+  RegisterEcho(*w1);
+  EXPECT_EQ(seed_->RpcSync("w1", "echo", ferry::Payload("x")).bytes(), "x");
+}
+
 TEST_F(AgentTest, MembershipIsVisibleWithTransportAndCallbacks) {
   std::mutex mu;
   std::vector<std::pair<std::string, int32_t>> events;

@@ -168,6 +168,24 @@ TEST(WireTest, ResponseAndControlSurviveARoundTrip) {
   EXPECT_EQ(cback.holder, 5u);
 }
 
+TEST(WireTest, CancelSurvivesARoundTripAndRefusesAnUnknownReason) {
+  Cancel c;
+  c.call_id = 42;
+  c.reason = CancelReason::kDeadline;
+  Cancel back;
+  ASSERT_TRUE(RoundTrip(c, &back));
+  EXPECT_EQ(back.call_id, 42u);
+  EXPECT_EQ(back.reason, CancelReason::kDeadline);
+  std::vector<uint8_t> bytes;
+  {
+    Writer w(&bytes);
+    Put(w, c);
+  }
+  bytes.back() = 9;  // no such reason
+  Reader r(bytes.data(), bytes.size());
+  EXPECT_FALSE(Get(r, &back));
+}
+
 // Every proper prefix of a valid request is a message cut short: decoding
 // it must fail, never read past the end (ASan checks that part).
 TEST(WireTest, EveryTruncatedRequestIsRefused) {

@@ -234,6 +234,20 @@ bool Get(Reader& r, Response* m) {
   return Get(r, &m->value) && r.ok();
 }
 
+void Put(Writer& w, const Cancel& m) {
+  Fields f(w);
+  f.U64(m.call_id);
+  f.U8(static_cast<uint8_t>(m.reason));
+}
+
+bool Get(Reader& r, Cancel* m) {
+  m->call_id = r.U64();
+  const uint8_t reason = r.U8();
+  if (reason < 1 || reason > 2) return false;
+  m->reason = static_cast<CancelReason>(reason);
+  return r.ok();
+}
+
 void Put(Writer& w, const Control& m) {
   Fields f(w);
   f.U64(m.control_id);

@@ -40,6 +40,7 @@ enum class Kind : uint8_t {
   kControl = 13,     // an RRef control message (retried until acknowledged)
   kControlAck = 14,  // acknowledges a batch of control ids
   kGoodbye = 15,     // the sender is leaving gracefully; closing follows
+  kCancel = 16,      // the caller gave up on a call it sent (idempotent)
   kStoreJoin = 20,
   kStoreJoined = 21,
   kStoreMemberEvent = 22,
@@ -164,6 +165,22 @@ struct Response {
 };
 void Put(Writer& w, const Response& m);
 bool Get(Reader& r, Response* m);
+
+// CANCEL: the caller of request `call_id` gave up on it (its deadline
+// passed, or it cancelled the future). The callee drops the call if it has
+// not started and flags it if it is running; no reply is owed beyond the
+// one the call gets anyway. Idempotent: a CANCEL for a call the callee no
+// longer knows is ignored. A peer that predates it ignores the kind.
+enum class CancelReason : uint8_t {
+  kCancelled = 1,  // Future.cancel()
+  kDeadline = 2,   // the caller's deadline passed
+};
+struct Cancel {
+  uint64_t call_id = 0;
+  CancelReason reason = CancelReason::kCancelled;
+};
+void Put(Writer& w, const Cancel& m);
+bool Get(Reader& r, Cancel* m);
 
 // ---- RRef control (docs/protocol.md) ----------------------------------
 enum class ControlKind : uint8_t {

@@ -285,6 +285,18 @@ ferry_status_t ferry_call_fail(ferry_call_t* call, ferry_status_t code,
 /* The caller's member id and name (borrowed, until the call is answered). */
 uint64_t ferry_call_caller_id(const ferry_call_t* call);
 const char* ferry_call_caller_name(const ferry_call_t* call);
+/* 0.3. Deadlines and cancellation (docs/api.md). The function called
+ * (borrowed, until the call is answered). The caller's deadline travels
+ * with the call: the milliseconds left of it (0 once passed; UINT32_MAX
+ * when the caller set none). ferry_call_cancelled is 1 once the caller gave
+ * up on the call: it cancelled it (ferry_future_cancel), its deadline
+ * passed, or it died or left; nobody reads the answer then, so a handler
+ * may stop early (it still answers, to free the call). A call made by a
+ * handler while it runs, with timeout_ms 0, gets what is left of the
+ * deadline of the call being served instead of the default. */
+const char* ferry_call_function(const ferry_call_t* call);
+uint32_t ferry_call_remaining_ms(const ferry_call_t* call);
+int ferry_call_cancelled(const ferry_call_t* call);
 
 /* Target a worker by name ("worker1") or by id ("#3"). In an elastic job
  * a name not known yet is waited for within the call's timeout (a worker
@@ -326,6 +338,11 @@ ferry_status_t ferry_future_take(ferry_future_t* f, ferry_message_t** out);
  * done just before its continuations have run. */
 typedef void (*ferry_future_fn)(void* user_data, ferry_future_t* f);
 ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn, void* user_data);
+/* 0.3. Gives up on the call: the future completes with FERRY_CANCELLED and
+ * the callee is told (a call still queued there is not run; a running
+ * handler sees ferry_call_cancelled). FERRY_FAILED_PRECONDITION when the
+ * future was done already. */
+ferry_status_t ferry_future_cancel(ferry_future_t* f);
 void ferry_future_release(ferry_future_t* f);
 
 /* ------------------------------------------------------------------------ */
@@ -376,9 +393,12 @@ typedef struct ferry_worker_stats {
   uint64_t device_messages;
   uint64_t staged_messages;
   uint64_t staged_bytes;
+  /* 0.3. Calls served here that were dropped before they ran because
+   * their caller had given up (cancelled, past its deadline, gone). */
+  uint64_t dropped_calls;
 } ferry_worker_stats_t;
 #define FERRY_WORKER_STATS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_worker_stats_t, staged_bytes)
+  FERRY_STRUCT_SIZE(ferry_worker_stats_t, dropped_calls)
 ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* out);
 
 /* ------------------------------------------------------------------------ */

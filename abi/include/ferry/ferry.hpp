@@ -193,6 +193,14 @@ class Call {
   bool pending() const { return c_ != nullptr; }
   uint64_t caller_id() const { return ferry_call_caller_id(c_); }
   std::string caller_name() const { return ferry_call_caller_name(c_); }
+  // While pending: the function called, the caller's deadline (milliseconds
+  // left, UINT32_MAX when none) and whether the caller gave up on the call
+  // (cancelled, past its deadline, gone): see ferry_call_cancelled.
+  std::string function() const { return ferry_call_function(c_); }
+  std::chrono::milliseconds remaining() const {
+    return std::chrono::milliseconds(ferry_call_remaining_ms(c_));
+  }
+  bool cancelled() const { return ferry_call_cancelled(c_) != 0; }
 
  private:
   ferry_call_t* c_;
@@ -209,6 +217,8 @@ class Future {
     return ferry_future_wait(f_, static_cast<uint32_t>(timeout.count())) == FERRY_OK;
   }
   bool done() const { return ferry_future_is_done(f_) != 0; }
+  // Gives up on the call (ferry_future_cancel): false if it was done.
+  bool Cancel() { return ferry_future_cancel(f_) == FERRY_OK; }
   // Waits for the end, then returns the value or throws the remote error.
   Message Get() {
     ferry_future_wait(f_, UINT32_MAX);

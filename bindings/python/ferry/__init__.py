@@ -15,9 +15,10 @@ See docs/python.md: the API side by side with torch.distributed.rpc.
 
 from . import functions, futures
 from ._options import BackendType, RpcBackendOptions, TensorPipeRpcBackendOptions
-from ._agent import (Raw, WorkerInfo, get_worker_info, init_rpc, is_available, on_join,
-                     on_leave, on_membership, register, remote, rpc_async, rpc_sync, shutdown,
-                     stats, store_address, wait_for_workers, workers)
+from ._agent import (CurrentCall, Raw, WorkerInfo, current_call, get_worker_info, init_rpc,
+                     is_available, on_join, on_leave, on_membership, register, remote,
+                     rpc_async, rpc_sync, shutdown, stats, store_address, wait_for_workers,
+                     workers)
 from ._errors import (CancelledError, DeadlineExceededError, FerryError, InvalidArgumentError,
                       NotFoundError, NotInitializedError, PeerGoneError)
 from ._future import Future
@@ -29,7 +30,7 @@ _agent._bind(RRef)
 __all__ = [
     "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "register",
     "get_worker_info", "is_available", "workers", "wait_for_workers", "on_membership",
-    "on_join", "on_leave",
+    "on_join", "on_leave", "current_call", "CurrentCall",
     "stats", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions", "futures",
     "BackendType", "RpcBackendOptions", "TensorPipeRpcBackendOptions",
     "FerryError", "PeerGoneError", "DeadlineExceededError", "NotFoundError",

@@ -17,6 +17,7 @@ import collections
 import io
 import os
 import threading
+import time
 
 from . import _errors, _ferry, _options, _pickling
 from ._future import _FOREVER_MS, Future
@@ -419,6 +420,56 @@ def remote(to, func, args=(), kwargs=None, timeout=None):
 
 # ---- serving ------------------------------------------------------------------
 
+class CurrentCall:
+    """The call a handler is serving (ferry.current_call()): `function` (the
+    function's qualified name, or the name a raw function was called by),
+    `caller` (a WorkerInfo), `deadline` (the caller's deadline on
+    time.monotonic()'s clock, None when it set none), `remaining` (seconds
+    left of it, 0.0 once passed, None when none) and `cancelled` (True once
+    the caller gave up: it cancelled the future, its deadline passed, or it
+    died or left; the result will not be read, so a handler may stop early).
+    A call the handler makes with no timeout of its own gets `remaining`."""
+
+    __slots__ = ("_call", "function", "deadline")
+
+    def __init__(self, call, function):
+        self._call, self.function = call, function
+        ms = call.remaining_ms
+        self.deadline = None if ms == _FOREVER_MS else time.monotonic() + ms / 1000.0
+
+    @property
+    def remaining(self):
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+    @property
+    def cancelled(self):
+        return self._call.cancelled()
+
+    @property
+    def caller(self):
+        name = self._call.caller_name
+        try:
+            return get_worker_info(name)
+        except Exception:  # noqa: BLE001 - a caller that left meanwhile
+            return WorkerInfo(name, self._call.caller_id)
+
+    def __repr__(self):
+        return "CurrentCall(function=%r, caller=%r, remaining=%r, cancelled=%r)" % (
+            self.function, self._call.caller_name, self.remaining, self.cancelled)
+
+
+_serving = threading.local()
+
+
+def current_call():
+    """The call this thread's handler is serving (a CurrentCall), or None
+    outside a handler. An async_execution function's continuations run
+    outside it: read what they need before returning the Future."""
+    return getattr(_serving, "call", None)
+
+
 def _fail(call, exc):
     status = getattr(exc, "_ferry_status", None)
     if status is not None:  # a ferry failure passing through: keep it as it is
@@ -456,7 +507,11 @@ def _reply_held(call, value):
 def _run(call, message, reply):
     try:
         func, args, kwargs = _decode(message)
-        result = func(*args, **kwargs)
+        _serving.call = CurrentCall(call, getattr(func, "__qualname__", repr(func)))
+        try:
+            result = func(*args, **kwargs)
+        finally:
+            _serving.call = None
     except BaseException as e:  # noqa: B036
         _fail(call, e)
         return
@@ -507,7 +562,11 @@ def register(name, func):
     def serve(call, message):
         try:
             args = decode_raw(message)
-            result = func(args.data, list(args.tensors))
+            _serving.call = CurrentCall(call, name)
+            try:
+                result = func(args.data, list(args.tensors))
+            finally:
+                _serving.call = None
             data, tensors, rrefs = _encode_raw(_raw_parts(result))
         except BaseException as e:  # noqa: B036
             _fail(call, e)

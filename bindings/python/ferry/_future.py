@@ -50,6 +50,26 @@ class Future:
             return True
         return self._handle is not None and self._handle.done()
 
+    def cancel(self):
+        """Gives up on the call: the future fails with CancelledError and the
+        callee is told (a call still queued there is not run; a running
+        handler sees ferry.current_call().cancelled). False if it was done
+        already. A user-made future is completed with the error."""
+        if self._handle is not None:
+            if not self._handle.cancel():
+                return False
+            self._resolve_from_handle()
+            return True
+        with self._lock:
+            if self._resolved:
+                return False
+        try:
+            self._complete(None, _errors.from_status(
+                _errors.CANCELLED, "ferry: the future was cancelled"))
+        except RuntimeError:  # completed meanwhile
+            return False
+        return True
+
     def wait(self, timeout=None):
         """Waits (at most `timeout` seconds) and returns the value, or raises
         the call's error; a TimeoutError if still pending after `timeout`."""

@@ -221,6 +221,11 @@ class FutureHandle : public std::enable_shared_from_this<FutureHandle> {
     }
   }
   bool Done() const { return ferry_future_is_done(f_) != 0; }
+  // Gives up on the call: false if it was done already.
+  bool Cancel() {
+    py::gil_scoped_release nogil;
+    return ferry_future_cancel(f_) == FERRY_OK;
+  }
   // (code, message) of the outcome; code FERRY_UNAVAILABLE while pending.
   py::tuple Status() const {
     const char* msg = nullptr;
@@ -272,7 +277,8 @@ class CallHandle {
   explicit CallHandle(ferry_call_t* c)
       : c_(c),
         caller_id_(ferry_call_caller_id(c)),
-        caller_name_(ferry_call_caller_name(c)) {}
+        caller_name_(ferry_call_caller_name(c)),
+        remaining_ms_(ferry_call_remaining_ms(c)) {}
   ~CallHandle() {
     if (c_ != nullptr) {
       ferry_call_t* c = c_;
@@ -295,9 +301,18 @@ class CallHandle {
   }
   uint64_t caller_id() const { return caller_id_; }
   const std::string& caller_name() const { return caller_name_; }
+  // The caller's deadline as milliseconds left when the handler started
+  // (kForever: none).
+  uint32_t remaining_ms() const { return remaining_ms_; }
+  // Whether the caller gave up; once answered, what it was then.
+  bool Cancelled() {
+    if (c_ != nullptr && !cancelled_) cancelled_ = ferry_call_cancelled(c_) != 0;
+    return cancelled_;
+  }
 
  private:
   ferry_call_t* Take() {
+    Cancelled();
     if (c_ == nullptr) throw py::value_error("ferry: this call was answered already");
     ferry_call_t* c = c_;
     c_ = nullptr;
@@ -306,6 +321,8 @@ class CallHandle {
   ferry_call_t* c_;
   uint64_t caller_id_;
   std::string caller_name_;
+  uint32_t remaining_ms_;
+  bool cancelled_ = false;
 };
 
 // ---- workers ---------------------------------------------------------------
@@ -543,6 +560,7 @@ class WorkerHandle {
     d["pending_children"] = st.pending_children;
     d["pending_controls"] = st.pending_controls;
     d["pending_calls"] = st.pending_calls;
+    d["dropped_calls"] = st.dropped_calls;
     d["refused_connections"] = st.refused_connections;
     return d;
   }
@@ -689,6 +707,7 @@ PYBIND11_MODULE(_ferry, m) {
   py::class_<FutureHandle, std::shared_ptr<FutureHandle>>(m, "Future")
       .def("wait", &FutureHandle::Wait, py::arg("timeout_ms"))
       .def("done", &FutureHandle::Done)
+      .def("cancel", &FutureHandle::Cancel)
       .def("status", &FutureHandle::Status)
       .def("take", &FutureHandle::Take)
       .def("then", &FutureHandle::Then);
@@ -698,7 +717,9 @@ PYBIND11_MODULE(_ferry, m) {
       .def("fail", &CallHandle::Fail)
       .def("pending", &CallHandle::Pending)
       .def_property_readonly("caller_id", &CallHandle::caller_id)
-      .def_property_readonly("caller_name", &CallHandle::caller_name);
+      .def_property_readonly("caller_name", &CallHandle::caller_name)
+      .def_property_readonly("remaining_ms", &CallHandle::remaining_ms)
+      .def("cancelled", &CallHandle::Cancelled);
 
   py::class_<WorkerHandle>(m, "Worker")
       .def(py::init<const WorkerOptions&>())
