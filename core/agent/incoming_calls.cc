@@ -110,10 +110,14 @@ void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
     return;
   }
   if (w_.stopped.load()) {
-    Respond(
-        from, req.call_id,
-        Status(FERRY_UNAVAILABLE, "worker '" + w_.options.name + "' is shutting down"),
-        nullptr);
+    // The same status, and the same words, as a call that finds it gone
+    // (Peer::LeftTheJob): a call reaching a leaving worker gets one answer,
+    // whatever the timing (docs/membership.md, worker states).
+    Respond(from, req.call_id,
+            Status(FERRY_PEER_GONE, "worker '" + w_.options.name +
+                                        "' left the job (the call reached it while it "
+                                        "was leaving; it did not run)"),
+            nullptr);
     return;
   }
   if (req.call_kind == wire::CallKind::kFetch) {

@@ -19,6 +19,11 @@
 
 namespace ferry {
 
+// The reason of the LEFT event the store sends when the worker hosting it
+// leaves (normally): the store goes with it, and its members know that this
+// loss of the store is no failure.
+inline constexpr const char kStoreHostLeft[] = "it hosted the rendezvous store";
+
 class RendezvousStore {
  public:
   // Receives the store's news of other members: joined, left, gone (with

@@ -57,11 +57,15 @@ class StoreClient : public RendezvousStore {
 
   // Sends a body-less store message (LEAVE, ARRIVE) on the joined connection.
   void SendBare(wire::Kind kind);
+  // "nobody seems to host the rendezvous store ... (why)", and how to host one.
+  std::string NobodyHostsIt(const std::string& why) const;
 
   mutable std::mutex mu_;  // everything below
   uint64_t conn_ = 0;      // the latest attempt's connection
   bool answered_ = false;
   bool lost_ = false;
+  // The name of the worker hosting the store, once it said it left normally.
+  std::string host_left_;
   wire::StoreJoined reply_;
   // What broke the latest attempt's connection before the store answered.
   Status status_;

@@ -165,8 +165,10 @@ bool StoreServer::MarkArrived(uint64_t conn, uint64_t id, wire::MemberRecord* r)
 }
 
 void StoreServer::Leave(uint64_t id) {
+  // Only the worker hosting the store leaves through here (the others send
+  // LEAVE): its members are told that the store goes with it.
   const wire::MemberRecord r = MarkDown(0, id, false);
-  if (r.id != 0) Announce(wire::MemberEventKind::kLeft, r, 0);
+  if (r.id != 0) Announce(wire::MemberEventKind::kLeft, r, 0, kStoreHostLeft);
 }
 
 void StoreServer::Arrive(uint64_t id) {

@@ -5,7 +5,11 @@
 // reply is on the way. Here chaos holds back every message on the workers' connection
 // (in order) while the store's news comes straight over tcp, so the news
 // always wins the race.
+//
+// A call that reaches a worker while it leaves is answered PEER_GONE, the
+// same answer as a call that finds it gone (docs/membership.md).
 #include "chaos_worker_options.h"
+#include "test_workers.h"
 
 #include <ferry/ferry.hpp>
 
@@ -16,6 +20,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -70,6 +75,59 @@ TEST(GracefulLeave, RepliesSentBeforeLeavingArriveAfterTheStoresNews) {
           << e.what();
     }
   }
+}
+
+TEST(GracefulLeave, ACallReachingALeavingWorkerIsPeerGone) {
+  const std::string job = ferry_test::JobName("graceful-leave");
+  ferry::Worker caller(ferry_test::WorkerOptions("caller", job, "127.0.0.1:0", true));
+  ferry::Worker callee(ferry_test::WorkerOptions("callee", job, caller.store_address()));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false, released = false;
+  callee.Register(
+      "hold",
+      [&](ferry::Call& c, ferry::Message) {
+        {
+          std::unique_lock<std::mutex> l(mu);
+          started = true;
+          cv.notify_all();
+          cv.wait_for(l, 30s, [&] { return released; });
+        }
+        c.Reply(ferry::Payload("held"));
+      },
+      FERRY_HANDLER_MAY_BLOCK);
+  callee.Register("answer",
+                  [](ferry::Call& c, ferry::Message) { c.Reply(ferry::Payload("42")); });
+  caller.WaitForWorkers(2, 10000ms);
+
+  ferry::Future held = caller.RpcAsync("callee", "hold");
+  {
+    std::unique_lock<std::mutex> l(mu);
+    ASSERT_TRUE(cv.wait_for(l, 10s, [&] { return started; }));
+  }
+  // It leaves gracefully: it finishes "hold" first, and answers every call
+  // that reaches it meanwhile without running it.
+  std::thread leaving([&] { callee.Shutdown(20000ms); });
+  ferry_status_t code = FERRY_OK;
+  std::string what;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  while (code == FERRY_OK && std::chrono::steady_clock::now() < end) {
+    try {
+      caller.RpcSync("callee", "answer", ferry::Payload(), 2000ms);
+    } catch (const ferry::Error& e) {
+      code = e.code();
+      what = e.what();
+    }
+  }
+  EXPECT_EQ(code, FERRY_PEER_GONE) << what;
+  EXPECT_EQ(what.rfind("worker 'callee' left the job", 0), 0u) << what;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    released = true;
+    cv.notify_all();
+  }
+  EXPECT_EQ(std::string(held.Get().bytes()), "held");
+  leaving.join();
 }
 
 }  // namespace

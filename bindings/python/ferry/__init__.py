@@ -19,8 +19,9 @@ from ._agent import (CurrentCall, Raw, WorkerInfo, current_call, get_worker_info
                      is_available, on_join, on_leave, on_membership, register, remote,
                      rpc_async, rpc_sync, shutdown, stats, store_address, wait_for_workers,
                      workers)
-from ._errors import (CancelledError, DeadlineExceededError, FerryError, InvalidArgumentError,
-                      NotFoundError, NotInitializedError, PeerGoneError)
+from ._errors import (AuthenticationError, CancelledError, DeadlineExceededError, FerryError,
+                      InvalidArgumentError, NotFoundError, NotInitializedError, PeerGoneError,
+                      RemoteExitError, ReplyDecodeError)
 from ._future import Future
 from ._rref import RRef
 from . import _agent
@@ -34,5 +35,6 @@ __all__ = [
     "stats", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions", "futures",
     "BackendType", "RpcBackendOptions", "TensorPipeRpcBackendOptions",
     "FerryError", "PeerGoneError", "DeadlineExceededError", "NotFoundError",
-    "InvalidArgumentError", "CancelledError", "NotInitializedError",
+    "InvalidArgumentError", "CancelledError", "NotInitializedError", "AuthenticationError",
+    "RemoteExitError", "ReplyDecodeError",
 ]

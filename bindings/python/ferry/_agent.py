@@ -328,6 +328,42 @@ def _decode(message):
     return _pickling.loads(message, _make_rref)
 
 
+def _reply_decoder(to, func):
+    """_decode for the reply of a call of `func` (a callable, or a text) to
+    `to`, whose failure says which call's reply it was (a result of a class
+    only the callee imports). Names are worked out only on failure."""
+
+    def decode(message):
+        try:
+            return _pickling.loads(message, _make_rref)
+        except Exception as e:  # noqa: BLE001 - re-raised with the call named
+            raise _errors.reply_decode_error(_worker_name(to), _function_name(func),
+                                             e) from e
+
+    return decode
+
+
+def _worker_name(to):
+    """The name of the worker `to` addresses, for messages (best effort)."""
+    if isinstance(to, WorkerInfo):
+        return to.name
+    target = _target(to) if isinstance(to, (int, str)) else str(to)
+    w = _worker
+    if target.startswith("#") and w is not None:
+        for m in w.members():
+            if "#%d" % m[1] == target:
+                return m[3]
+    return target
+
+
+def _function_name(func):
+    if isinstance(func, str):
+        return func
+    name = getattr(func, "__qualname__", None) or repr(func)
+    module = getattr(func, "__module__", None)
+    return "%s.%s" % (module, name) if module else name
+
+
 def _raw_tensor(message, i):
     t = message.take(i, True)  # a numpy array, or a DeviceTensor
     return t if type(t) is not _ferry.DeviceTensor else _pickling.from_device(t, "dlpack")
@@ -365,7 +401,8 @@ def _start(to, func, args, kwargs, timeout):
     data, tensors, rrefs = _encode(func, args, kwargs)
     name = func if isinstance(func, str) else CALL
     handle = current().rpc_async(_target(to), name, data, tensors, rrefs, timeout_ms(timeout))
-    return handle, (decode_raw if isinstance(func, str) else _decode)
+    return handle, (decode_raw if isinstance(func, str)
+                    else _reply_decoder(to, func))
 
 
 def _result(handle, decode):
@@ -389,7 +426,7 @@ def fetch(owner, rref, timeout):
     its owner as it is now (FETCH)."""
     handle = current().rpc_async(_target(owner), FETCH, b"", [], [rref._handle()],
                                  timeout_ms(timeout))
-    return _result(handle, _decode)
+    return _result(handle, _reply_decoder(owner, "to_here() of an RRef"))
 
 
 def rpc_async(to, func, args=(), kwargs=None, timeout=None):

@@ -23,7 +23,9 @@ class FerryError(RuntimeError):
 
 
 class PeerGoneError(FerryError):
-    """The worker at the other end died or left before answering."""
+    """The worker at the other end died or left before answering, or was
+    already leaving when the call reached it (FERRY_PEER_GONE; a worker that
+    left says "worker 'w1' left the job")."""
 
 
 class DeadlineExceededError(FerryError, TimeoutError):
@@ -49,12 +51,37 @@ class NotInitializedError(FerryError):
         super().__init__(message, code)
 
 
+class AuthenticationError(FerryError):
+    """The job secrets differ: the store or a worker refused this one
+    (FERRY_UNAUTHENTICATED). Give every worker of the job the same `secret`
+    (or FERRY_SECRET)."""
+
+    def __init__(self, message, code=UNAUTHENTICATED):
+        super().__init__(message, code)
+
+
+class RemoteExitError(FerryError):
+    """The remote function raised SystemExit, KeyboardInterrupt or another
+    BaseException that is not an Exception. It ended that call only: it is
+    never re-raised as itself here (it would end this process). `remote_type`
+    names it ("builtins.SystemExit"), `remote_args` holds its args where they
+    could be rebuilt (None otherwise), `remote_traceback` the remote
+    traceback."""
+
+
+class ReplyDecodeError(FerryError):
+    """The call succeeded but its reply could not be decoded here (typically
+    a result of a class only the callee can import). `worker` and
+    `function` name the call; the decoding error is the `__cause__`."""
+
+
 _BY_CODE = {
     PEER_GONE: PeerGoneError,
     DEADLINE_EXCEEDED: DeadlineExceededError,
     NOT_FOUND: NotFoundError,
     INVALID_ARGUMENT: InvalidArgumentError,
     CANCELLED: CancelledError,
+    UNAUTHENTICATED: AuthenticationError,
 }
 
 
@@ -67,49 +94,129 @@ def from_status(code, message):
     return exc
 
 
-# A Python handler's exception crosses the wire as a status message that
-# begins with this tag, then "module:qualname", a newline and the remote
-# traceback. The caller re-raises the same type where it can import it.
+# A Python handler's exception crosses the wire as a status message (code
+# UNKNOWN) that C and C++ callers read as text:
+#
+#   ferry.remote_exception module:qualname
+#   On worker 'w1':
+#   Traceback (most recent call last): ...        (the remote traceback)
+#   ferry.exception_data {"worker": ..., "type": ..., "message": ...,
+#                         "exit": bool, "pickle": base64 or null, "why": ...}
+#
+# The last line carries the exception itself, pickled, so that the caller
+# re-raises it with its own type and args; "why" says why it could not be
+# pickled. A caller rebuilds it from the message it got, so a C++ hop that
+# forwards the status forwards the exception too.
 REMOTE_TAG = "ferry.remote_exception "
+_DATA_TAG = "\nferry.exception_data "
+# A larger pickled exception is not sent (the type and message still are).
+_PICKLE_LIMIT = 1 << 20
 
 
 def encode_remote_exception(exc, worker_name):
+    import base64
+    import json
+    import pickle
     import traceback
 
     kind = type(exc)
     text = "".join(traceback.format_exception(kind, exc, exc.__traceback__))
-    return "%s%s:%s\nOn worker %r:\n%s" % (
-        REMOTE_TAG, kind.__module__, kind.__qualname__, worker_name, text)
+    try:
+        message = str(exc)
+    except Exception as e:  # noqa: BLE001 - a broken __str__ still fails the call
+        message = "<str() failed: %s: %s>" % (type(e).__name__, e)
+    data = {"worker": worker_name, "type": _type_name(kind), "message": message,
+            "exit": not isinstance(exc, Exception), "pickle": None, "why": None}
+    try:
+        blob = pickle.dumps(exc, protocol=4)
+    except BaseException as e:  # noqa: B036 - any failure to pickle is reported
+        data["why"] = "it could not be pickled on worker %r (%s: %s)" % (
+            worker_name, type(e).__name__, e)
+    else:
+        if len(blob) > _PICKLE_LIMIT:
+            data["why"] = "its pickle is %d bytes, over ferry's limit of %d" % (
+                len(blob), _PICKLE_LIMIT)
+        else:
+            data["pickle"] = base64.b64encode(blob).decode("ascii")
+    return "%s%s:%s\nOn worker %r:\n%s%s%s" % (
+        REMOTE_TAG, kind.__module__, kind.__qualname__, worker_name, text.rstrip("\n"),
+        _DATA_TAG, json.dumps(data))
+
+
+def _type_name(kind):
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else "%s.%s" % (module, kind.__qualname__)
 
 
 def remote_exception(message):
-    """The exception a remote handler raised, rebuilt from its message, or None."""
+    """The exception a remote handler raised, rebuilt from its message, or
+    None when the message is not one. The original type and args where the
+    exception could be pickled there and unpickled here; RemoteExitError for
+    a SystemExit or KeyboardInterrupt; else a FerryError naming the type and
+    message. The remote traceback is in `remote_traceback` and in a note."""
     if not message.startswith(REMOTE_TAG):
         return None
-    head, _, text = message[len(REMOTE_TAG):].partition("\n")
-    module, _, qualname = head.partition(":")
-    kind = _import_type(module, qualname)
-    if kind is not None:
+    import base64
+    import json
+    import pickle
+
+    head, _, rest = message[len(REMOTE_TAG):].partition("\n")
+    text, sep, raw = rest.rpartition(_DATA_TAG)
+    data = {}
+    if sep:
         try:
-            exc = kind(text)
-            exc.remote_traceback = text
-            return exc
-        except Exception:  # a type whose constructor wants other arguments
-            pass
-    exc = FerryError("%s.%s: %s" % (module, qualname, text), UNKNOWN)
+            data = json.loads(raw)
+        except ValueError:
+            data = {}
+    if not data:
+        text = rest
+    module, _, qualname = head.partition(":")
+    type_name = data.get("type") or ("%s.%s" % (module, qualname))
+    worker = data.get("worker", "?")
+    remote_message = data.get("message", "")
+    exc, why = None, data.get("why") or "the remote side sent no pickled exception"
+    if data.get("pickle"):
+        try:
+            exc = pickle.loads(base64.b64decode(data["pickle"]))
+        except Exception as e:  # noqa: BLE001 - reported in the FerryError
+            why = "it could not be unpickled here (%s: %s)" % (type(e).__name__, e)
+        else:
+            if not isinstance(exc, BaseException):
+                exc, why = None, "what arrived is not an exception (%s)" % type(exc).__name__
+    if data.get("exit") or (exc is not None and not isinstance(exc, Exception)):
+        args = exc.args if exc is not None else None
+        shown = "%s(%s)" % (type_name, ", ".join(map(repr, args)) if args is not None
+                            else remote_message)
+        exc = RemoteExitError(
+            "ferry: the function called on worker %r raised %s; it ended that call only "
+            "(ferry never re-raises it as itself, it would end this process)"
+            % (worker, shown), UNKNOWN)
+        exc.remote_type, exc.remote_args = type_name, args
+    elif exc is None:
+        exc = FerryError("ferry: the function called on worker %r raised %s: %s "
+                         "(not rebuilt as itself: %s)" % (worker, type_name, remote_message, why),
+                         UNKNOWN)
+        exc.remote_type = type_name
     exc.remote_traceback = text
+    _add_note(exc, "Remote traceback (ferry):\n" + text)
     return exc
 
 
-def _import_type(module, qualname):
-    import importlib
-
+def _add_note(exc, note):
     try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except Exception:
-        return None
-    if isinstance(obj, type) and issubclass(obj, BaseException):
-        return obj
-    return None
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:  # before Python 3.11: kept, though traceback does not print it
+            exc.__notes__ = list(getattr(exc, "__notes__", ())) + [note]
+    except Exception:  # noqa: BLE001 - an exception refusing attributes keeps its args
+        pass
+
+
+def reply_decode_error(worker, function, cause):
+    """The error for a reply that arrived but could not be decoded here."""
+    exc = ReplyDecodeError(
+        "ferry: the call of %s on worker %r succeeded, but its reply failed while decoding "
+        "the reply here: %s: %s (the result's classes must be importable on the caller too)"
+        % (function, worker, type(cause).__name__, cause), UNKNOWN)
+    exc.worker, exc.function = worker, function
+    return exc
