@@ -64,6 +64,25 @@ Status Agent::StartImpl() {
   Status s = engine_->Start();
   if (!s.ok()) return s;
   incoming_ = std::make_unique<IncomingCalls>(Parts());
+  {
+    // Calls to this worker itself run on its executor, under their deadline.
+    std::weak_ptr<Agent> weak = weak_from_this();
+    calls_->SetLocal(
+        [weak](uint64_t call_id, const wire::Request& req, Value args,
+               std::chrono::steady_clock::time_point deadline) {
+          auto a = weak.lock();
+          if (!a) return;
+          a->incoming_->RunLocal(call_id, req, std::move(args), deadline,
+                                 [weak, call_id](Status status, Value v) {
+                                   if (auto b = weak.lock())
+                                     b->calls_->OnLocalResponse(
+                                         call_id, std::move(status), std::move(v));
+                                 });
+        },
+        [weak](uint64_t call_id) {
+          if (auto a = weak.lock()) a->incoming_->CancelLocal(call_id);
+        });
+  }
 
   self_.name = options_.name;
   self_.rank = options_.rank;

@@ -204,8 +204,8 @@ void IncomingCalls::ServeFetch(PeerKey from, const wire::Request& req) {
 }
 
 void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call,
-                        Value args) {
-  if (!entry.may_block) {
+                        Value args, bool on_executor) {
+  if (!entry.may_block && !on_executor) {
     std::shared_ptr<CallState> st = call->state_;
     CurrentCall current(st.get());
     (*entry.fn)(std::move(call), std::move(args));
@@ -227,6 +227,59 @@ void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call,
     CurrentCall current(st.get());
     (*fn)(std::move(queued), std::move(*v));
   });
+}
+
+void IncomingCalls::RunLocal(uint64_t call_id, const wire::Request& req, Value args,
+                             std::chrono::steady_clock::time_point deadline,
+                             std::function<void(Status, Value)> reply) {
+  if (w_.stopped.load()) {
+    reply(Status(FERRY_UNAVAILABLE, "worker '" + w_.options.name + "' is shutting down"),
+          Value());
+    return;
+  }
+  HandlerEntry entry;
+  std::string known;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = handlers_.find(req.function);
+    if (it != handlers_.end()) {
+      entry = it->second;
+    } else {
+      for (const auto& [name, h] : handlers_) known += (known.empty() ? "" : ", ") + name;
+    }
+  }
+  if (!entry.fn) {
+    reply(Status(FERRY_NOT_FOUND,
+                 "no function '" + req.function + "' is registered on worker '" +
+                     w_.options.name +
+                     "' (registered: " + (known.empty() ? "none" : known) + ")"),
+          Value());
+    return;
+  }
+  const PeerKey self{w_.engine.self_id(), 0};
+  auto call = std::unique_ptr<IncomingCall>(new IncomingCall());
+  call->keepalive_ = w_.owner.lock();
+  call->calls_ = this;
+  call->from_ = self;
+  call->function_ = req.function;
+  call->call_id_ = call_id;
+  call->kind_ = wire::CallKind::kRpc;
+  call->caller_name_ = w_.options.name;
+  call->local_reply_ = std::move(reply);
+  call->state_ = std::make_shared<CallState>();
+  call->state_->deadline = deadline;
+  {
+    std::lock_guard<std::mutex> l(live_mu_);
+    live_[LiveKey{self.id, call_id}] = call->state_;
+  }
+  serving_.fetch_add(1);
+  Run(std::move(entry), std::move(call), std::move(args), /*on_executor=*/true);
+}
+
+void IncomingCalls::CancelLocal(uint64_t call_id) {
+  std::lock_guard<std::mutex> l(live_mu_);
+  auto it = live_.find(LiveKey{w_.engine.self_id(), call_id});
+  if (it != live_.end()) it->second->cancelled.store(true);
 }
 
 void IncomingCalls::OnCancel(PeerKey from, InMessage& msg) {
@@ -294,7 +347,9 @@ Status IncomingCall::Reply(Value result) {
   if (answered_.exchange(true)) {
     return Status(FERRY_FAILED_PRECONDITION, "this call was answered already");
   }
-  if (kind_ == wire::CallKind::kRemote) {
+  if (local_reply_) {
+    local_reply_(Status::Ok(), std::move(result));
+  } else if (kind_ == wire::CallKind::kRemote) {
     calls_->w_.rrefs.OwnerSetValue(rref_, Status::Ok(),
                                    std::make_shared<Value>(std::move(result)));
   } else {
@@ -310,7 +365,9 @@ Status IncomingCall::Fail(Status error) {
     return Status(FERRY_FAILED_PRECONDITION, "this call was answered already");
   }
   if (error.ok()) error = Status(FERRY_UNKNOWN, "the handler failed without a status");
-  if (kind_ == wire::CallKind::kRemote) {
+  if (local_reply_) {
+    local_reply_(error, Value());
+  } else if (kind_ == wire::CallKind::kRemote) {
     calls_->w_.rrefs.OwnerSetValue(rref_, error, nullptr);
   } else {
     calls_->Respond(from_, call_id_, error, nullptr);

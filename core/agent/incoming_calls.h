@@ -75,6 +75,8 @@ class IncomingCall {
   wire::CallKind kind_ = wire::CallKind::kRpc;
   wire::Guid rref_;
   std::shared_ptr<CallState> state_;
+  // A call from this worker to itself: answered here, not sent.
+  std::function<void(Status, Value)> local_reply_;
   std::atomic<bool> answered_{false};
 };
 
@@ -99,6 +101,14 @@ class IncomingCalls {
   // A CANCEL from member `from`: the call is flagged (dropped if it has not
   // started). Unknown calls are ignored (idempotent).
   void OnCancel(PeerKey from, InMessage& msg);
+  // A call from this worker to itself (OutgoingCalls::SetLocal): served on
+  // the executor whatever the handler's flags, so the caller returns at
+  // once and its deadline holds; answered through `reply`.
+  void RunLocal(uint64_t call_id, const wire::Request& req, Value args,
+                std::chrono::steady_clock::time_point deadline,
+                std::function<void(Status, Value)> reply);
+  // This worker gave up on its call `call_id` to itself.
+  void CancelLocal(uint64_t call_id);
   // Member `id` died or left: every call it made here is flagged, and
   // those still queued are dropped before they run.
   void OnCallerGone(uint64_t id);
@@ -140,8 +150,10 @@ class IncomingCalls {
                      HandlerEntry* entry, std::string* known);
   // Answers a FETCH of an owned RRef's value once the value exists.
   void ServeFetch(PeerKey from, const wire::Request& req);
-  // Runs the handler now, or on the executor if it may block.
-  void Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call, Value args);
+  // Runs the handler now, or on the executor if it may block (or
+  // `on_executor`).
+  void Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call, Value args,
+           bool on_executor = false);
   // Dispatches again the early calls for `function` (all of them with an
   // empty name: the grace is over, and they fail as unknown).
   void RedispatchEarlyCalls(const std::string& function);

@@ -78,6 +78,10 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
     }
   }
   const uint64_t self = w_.engine.self_id();
+  if (target.value() == self && self != 0 && local_dispatch_ &&
+      req.call_kind == wire::CallKind::kRpc) {
+    return StartLocal(std::move(future), to, std::move(req), std::move(args), deadline);
+  }
   if (target.value() == self && self != 0) {
     return fail(
         Status(FERRY_INVALID_ARGUMENT, "a call from worker '" + w_.options.name +
@@ -115,6 +119,51 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
   });
   SendPending(call_id);
   return future;
+}
+
+void OutgoingCalls::SetLocal(LocalDispatch dispatch,
+                             std::function<void(uint64_t call_id)> cancel) {
+  local_dispatch_ = std::move(dispatch);
+  local_cancel_ = std::move(cancel);
+}
+
+std::shared_ptr<Future> OutgoingCalls::StartLocal(std::shared_ptr<Future> future,
+                                                  const std::string& to,
+                                                  wire::Request req, Value args,
+                                                  steady_clock::time_point deadline) {
+  PendingCall pc;
+  pc.future = future;
+  pc.to = w_.engine.self_id();
+  pc.to_name = to;
+  pc.deadline = deadline;
+  pc.local = true;
+  uint64_t call_id;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    call_id = next_call_id_++;
+    earliest_deadline_ = std::min(earliest_deadline_, deadline);
+    calls_.emplace(call_id, std::move(pc));
+  }
+  future->SetCanceller([owner = w_.owner, this, call_id] {
+    if (auto keep = owner.lock()) Cancel(call_id);
+  });
+  req.call_id = call_id;
+  req.timeout_ms = RemainingMs(deadline);
+  local_dispatch_(call_id, req, std::move(args), deadline);
+  return future;
+}
+
+void OutgoingCalls::OnLocalResponse(uint64_t call_id, Status status, Value value) {
+  PendingCall pc;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = calls_.find(call_id);
+    if (it == calls_.end() || !it->second.local) return;  // ended already
+    pc = std::move(it->second);
+    calls_.erase(it);
+  }
+  if (pc.on_settled) pc.on_settled(status);
+  pc.future->Complete(std::move(status), std::move(value));
 }
 
 Status OutgoingCalls::BuildMessage(PendingCall& pc, wire::Request req, Value args) {
@@ -249,6 +298,8 @@ void OutgoingCalls::ExpireDue() {
     if (pc.to == 0) {
       // Never sent: its RRef forks are undone with the unsent message.
       for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);
+    } else if (pc.local) {
+      local_cancel_(call_id);
     } else if (!pc.unsent) {
       SendCancel(pc.to, call_id, wire::CancelReason::kDeadline);
     }
@@ -267,7 +318,9 @@ void OutgoingCalls::Cancel(uint64_t call_id) {
     calls_.erase(it);
   }
   const Status s(FERRY_CANCELLED, "the call was cancelled by its caller");
-  if (pc.to != 0 && !pc.unsent) {
+  if (pc.local) {
+    local_cancel_(call_id);
+  } else if (pc.to != 0 && !pc.unsent) {
     SendCancel(pc.to, call_id, wire::CancelReason::kCancelled);
   } else {
     for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);

@@ -34,6 +34,14 @@ class OutgoingCalls {
   // means the default. The future fails at once for a bad destination.
   std::shared_ptr<Future> Start(const std::string& to, wire::Request req, Value args,
                                 std::chrono::milliseconds timeout, OnSettled on_settled);
+  // Calls to this worker itself: `dispatch` serves one here (on the
+  // executor), answering through OnLocalResponse; `cancel` flags one the
+  // caller gave up on. Set once by the agent before it serves.
+  using LocalDispatch =
+      std::function<void(uint64_t call_id, const wire::Request& req, Value args,
+                         std::chrono::steady_clock::time_point deadline)>;
+  void SetLocal(LocalDispatch dispatch, std::function<void(uint64_t call_id)> cancel);
+  void OnLocalResponse(uint64_t call_id, Status status, Value value);
   // A member joined under `name` as `id`: the calls waiting for it go.
   void OnMemberJoined(const std::string& name, uint64_t id);
   void OnResponse(PeerKey from, InMessage& msg);
@@ -61,18 +69,25 @@ class OutgoingCalls {
     std::unique_ptr<OutMessage> unsent;  // waiting for `to_name` to join
     std::vector<wire::RRefRef> forks;    // to undo if never sent
     OnSettled on_settled;                // remote(): confirm/abandon
+    bool local = false;                  // to this worker itself
   };
 
   // The request message for `pc`, encoded now if its destination is known,
   // else made to encode itself once it is (OutMessage::deferred).
   Status BuildMessage(PendingCall& pc, wire::Request req, Value args);
   void SendPending(uint64_t call_id);
+  // A call to this worker itself: pending here, served by local_dispatch_.
+  std::shared_ptr<Future> StartLocal(std::shared_ptr<Future> future,
+                                     const std::string& to, wire::Request req, Value args,
+                                     std::chrono::steady_clock::time_point deadline);
   // Tells member `to` that this worker gave up on its call `call_id`. Best
   // effort: never retried (a lost CANCEL costs only work; the callee's own
   // copy of the deadline ends the call there too).
   void SendCancel(uint64_t to, uint64_t call_id, wire::CancelReason why);
 
   WorkerParts w_;
+  LocalDispatch local_dispatch_;
+  std::function<void(uint64_t)> local_cancel_;
 
   std::mutex mu_;  // everything below
   std::map<uint64_t, PendingCall> calls_;

@@ -348,6 +348,55 @@ TEST_F(AgentTest, CancelReachesRunningHandlersAndQueuedCallsAreDropped) {
   EXPECT_EQ(seed_->RpcSync("w1", "echo", ferry::Payload("x")).bytes(), "x");
 }
 
+TEST_F(AgentTest, ACallToThisWorkerRunsOnTheExecutorUnderItsDeadline) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::atomic<int> saw_cancel{0}, started{0};
+  // Not flagged MAY_BLOCK: a call from a worker to itself still runs on the
+  // executor, so the caller is never blocked by it.
+  seed_->Register("gate", [&](ferry::Call& call, ferry::Message) {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return open; });
+    call.Reply(ferry::Payload("opened"));
+  });
+  seed_->Register("until_cancelled", [&](ferry::Call& call, ferry::Message) {
+    ++started;
+    while (!call.cancelled()) std::this_thread::yield();
+    ++saw_cancel;
+    call.Reply();
+  });
+  RegisterEcho(*seed_);
+  ferry::Future f = seed_->RpcAsync("seed", "gate");  // returns at once
+  EXPECT_FALSE(f.done());
+  {
+    std::lock_guard<std::mutex> l(mu);
+    open = true;
+  }
+  cv.notify_all();
+  EXPECT_EQ(f.Get().bytes(), "opened");
+  EXPECT_EQ(
+      seed_->RpcSync("#" + std::to_string(seed_->id()), "echo", ferry::Payload("me"))
+          .bytes(),
+      "me");
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    // The handler may see the deadline pass and answer just before the
+    // caller's own timer ends the call: either way it stopped in time.
+    seed_->RpcSync("seed", "until_cancelled", {}, 200ms);
+  } catch (const ferry::Error& e) {
+    EXPECT_EQ(e.code(), FERRY_DEADLINE_EXCEEDED) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_TRUE(Eventually([&] { return saw_cancel.load() == 1; }));
+  ferry::Future g = seed_->RpcAsync("seed", "until_cancelled");
+  ASSERT_TRUE(Eventually([&] { return started.load() == 2; }));
+  EXPECT_TRUE(g.Cancel());
+  EXPECT_EQ(g.status(), FERRY_CANCELLED);
+  // The handler saw it too (and is done with this test's variables).
+  EXPECT_TRUE(Eventually([&] { return saw_cancel.load() == 2; }));
+}
+
 TEST_F(AgentTest, MembershipIsVisibleWithTransportAndCallbacks) {
   std::mutex mu;
   std::vector<std::pair<std::string, int32_t>> events;

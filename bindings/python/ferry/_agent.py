@@ -385,8 +385,9 @@ def _is_self(to):
 
 
 def _run_here(func, args, kwargs):
-    """A Python call to this worker itself: ferry's core refuses self-calls
-    (there is no wire to cross), so it runs here, as torch runs them."""
+    """remote() to this worker itself: an RRef is owned by its creator, so
+    the function runs here (rpc_sync / rpc_async to this worker go through
+    the core, which runs them on a handler thread under their deadline)."""
     if isinstance(func, str):
         raise _errors.InvalidArgumentError(
             "ferry: calling %r on this worker itself by name: call the function directly"
@@ -415,9 +416,8 @@ def _result(handle, decode):
 
 
 def rpc_sync(to, func, args=(), kwargs=None, timeout=None):
-    """Runs func(*args, **kwargs) on `to` and returns its result."""
-    if _is_self(to):
-        return _run_here(func, args, kwargs)
+    """Runs func(*args, **kwargs) on `to` and returns its result. On this
+    worker itself too: on a handler thread, under the same deadline."""
     return _result(*_start(to, func, args, kwargs, timeout))
 
 
@@ -431,13 +431,6 @@ def fetch(owner, rref, timeout):
 
 def rpc_async(to, func, args=(), kwargs=None, timeout=None):
     """Runs func(*args, **kwargs) on `to`; returns a Future of its result."""
-    if _is_self(to):
-        fut = Future()
-        try:
-            fut.set_result(_run_here(func, args, kwargs))
-        except BaseException as e:  # noqa: B036 - delivered through the future
-            fut.set_exception(e)
-        return fut
     handle, decode = _start(to, func, args, kwargs, timeout)
     return Future(handle, decode)
 

@@ -88,3 +88,18 @@ def test_calls_queued_for_a_killed_caller_are_dropped(cl):
     assert ferry.rpc_sync("w1", fns.add, args=(1, 2)) == 3
     assert time.monotonic() - t0 < 1.5  # not behind ~2.3 s of dead work
     assert ferry.rpc_sync("w1", cf.dropped) - before >= 25
+
+
+def test_calls_to_this_worker_run_on_a_handler_thread_under_their_deadline(cl):
+    t0 = time.monotonic()
+    fut = ferry.rpc_async("driver", cf.slow, args=(0.5,))
+    assert time.monotonic() - t0 < 0.3  # not run inline
+    assert fut.wait() == 0.5
+    assert ferry.rpc_sync(ferry.get_worker_info(), fns.add, args=(1, 2)) == 3
+    t0 = time.monotonic()
+    try:
+        assert ferry.rpc_sync("driver", cf.until_cancelled, args=(30,), timeout=0.3) == "stopped"
+    except ferry.DeadlineExceededError:
+        pass
+    assert time.monotonic() - t0 < 5
+    assert cf.saw_cancel(10)
