@@ -160,6 +160,46 @@ def test_a_call_reaching_a_leaving_worker_is_peer_gone(cluster, tmp_path):
     assert isinstance(e, (ferry.PeerGoneError, ferry.NotFoundError)), repr(e)
 
 
+def test_calls_racing_a_leave_all_fail_with_peer_gone(cluster):
+    """Calls in flight while a worker leaves, whatever the timing: each one
+    succeeds or fails with PeerGoneError (never UNAVAILABLE, CANCELLED or a
+    plain FerryError)."""
+    import remote_fns
+
+    p = _start(cluster, "racer")
+    stop = threading.Event()
+    outcomes = []
+
+    def hammer():
+        futures = []
+        while not stop.is_set():
+            futures.append(ferry.rpc_async("racer", remote_fns.slow_add, args=(1, 2, 0.001),
+                                           timeout=10))
+            time.sleep(0.0005)
+        for f in futures:
+            try:
+                outcomes.append(f.wait())
+            except BaseException as e:  # noqa: B036
+                outcomes.append(e)
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    ferry.rpc_async("racer", remote_fns.stop)
+    cluster.procs.pop("racer")
+    assert p.wait(timeout=30) == 0
+    time.sleep(0.1)
+    stop.set()
+    for t in threads:
+        t.join()
+    failures = [o for o in outcomes if o != 3]
+    assert failures and len(failures) < len(outcomes), "the race was not run"
+    wrong = [repr(e) for e in failures if not isinstance(e, ferry.PeerGoneError)]
+    assert not wrong, "%d of %d failures: %s" % (len(wrong), len(failures), wrong[:3])
+    assert all("racer" in str(e) or "connection" in str(e) for e in failures)
+
+
 # ---- joining ------------------------------------------------------------------
 
 def _free_port():
