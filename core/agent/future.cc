@@ -1,6 +1,7 @@
 // ferry::Future (future.h).
 #include "agent/future.h"
 
+#include "agent/executor.h"
 #include "engine/engine.h"
 
 namespace ferry {
@@ -15,6 +16,7 @@ bool Future::Complete(Status status, Value value) {
     then.swap(then_);
     done_.store(true, std::memory_order_release);
   }
+  done_cv_.notify_all();
   for (auto& fn : then) fn();
   if (engine_ != nullptr) engine_->NotifyWaiters();
   return true;
@@ -23,6 +25,18 @@ bool Future::Complete(Status status, Value value) {
 bool Future::Wait(std::chrono::steady_clock::time_point deadline) {
   if (done()) return true;
   if (engine_ == nullptr) return false;
+  if (Executor::Current() != nullptr) {
+    // A handler's nested wait: the progress thread completes the future
+    // (nobody else drives progress here), and the executor may grow a
+    // thread for the calls queued behind this one.
+    Executor::Blocking blocking;
+    std::unique_lock<std::mutex> l(mu_);
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      done_cv_.wait(l, [this] { return done(); });
+      return true;
+    }
+    return done_cv_.wait_until(l, deadline, [this] { return done(); });
+  }
   return engine_->WaitUntil([this] { return done(); }, deadline);
 }
 

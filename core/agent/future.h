@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -27,7 +28,10 @@ class Future : public std::enable_shared_from_this<Future> {
   // timeout). Runs continuations on this thread.
   bool Complete(Status status, Value value = Value());
   bool done() const { return done_.load(std::memory_order_acquire); }
-  // Waits until done or `deadline`, driving progress. True when done.
+  // Waits until done or `deadline`, driving progress; on an executor
+  // thread (a handler's nested wait) it sleeps instead, as the worker's
+  // progress thread runs, and lets the executor add a thread meanwhile
+  // (executor.h). True when done.
   bool Wait(std::chrono::steady_clock::time_point deadline);
   // Valid once done.
   const Status& status() const { return status_; }
@@ -46,6 +50,7 @@ class Future : public std::enable_shared_from_this<Future> {
   Engine* engine_;
   std::shared_ptr<void> keepalive_;
   std::mutex mu_;
+  std::condition_variable done_cv_;  // waiters on executor threads
   std::atomic<bool> done_{false};
   bool taken_ = false;
   Status status_;

@@ -41,7 +41,10 @@ const CallState* IncomingCalls::Current() {
 
 IncomingCalls::IncomingCalls(WorkerParts parts)
     : w_(std::move(parts)),
-      executor_(std::make_unique<Executor>(std::max(1u, w_.options.executor_threads))) {}
+      executor_(std::make_unique<Executor>(
+          std::max(1u, w_.options.executor_threads),
+          // Room for handlers blocked in nested waits (executor.h).
+          std::max(16 * std::max(1u, w_.options.executor_threads), 64u))) {}
 
 // ---- registration -------------------------------------------------------------
 

@@ -397,6 +397,38 @@ TEST_F(AgentTest, ACallToThisWorkerRunsOnTheExecutorUnderItsDeadline) {
   EXPECT_TRUE(Eventually([&] { return saw_cancel.load() == 2; }));
 }
 
+TEST_F(AgentTest, BlockingNestedCallsBothWaysDoNotDeadlock) {
+  // 16 handlers on w1 each wait for w2, whose handlers each wait for w1
+  // again: more than w1's 4 executor threads are blocked at once, so the
+  // executor grows for the calls that must run there for them to finish.
+  auto w1 = Join("w1");
+  auto w2 = Join("w2");
+  w1->Register(
+      "leaf",
+      [](ferry::Call& call, ferry::Message) { call.Reply(ferry::Payload("leaf")); },
+      FERRY_HANDLER_MAY_BLOCK);
+  Worker* p1 = w1.get();
+  Worker* p2 = w2.get();
+  w2->Register(
+      "back",
+      [p2](ferry::Call& call, ferry::Message) {
+        call.Reply(ferry::Payload(std::string(p2->RpcSync("w1", "leaf").bytes())));
+      },
+      FERRY_HANDLER_MAY_BLOCK);
+  w1->Register(
+      "bounce",
+      [p1](ferry::Call& call, ferry::Message) {
+        call.Reply(ferry::Payload(std::string(p1->RpcSync("w2", "back").bytes())));
+      },
+      FERRY_HANDLER_MAY_BLOCK);
+  std::vector<ferry::Future> futs;
+  for (int i = 0; i < 16; ++i)
+    futs.push_back(seed_->RpcAsync("w1", "bounce", {}, 10000ms));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& f : futs) EXPECT_EQ(f.Get().bytes(), "leaf");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
 TEST_F(AgentTest, MembershipIsVisibleWithTransportAndCallbacks) {
   std::mutex mu;
   std::vector<std::pair<std::string, int32_t>> events;

@@ -71,3 +71,44 @@ def flood(to, n, seconds):
 
 def dropped():
     return ferry.stats()["dropped_calls"]
+
+
+def relay(to):
+    """A blocking nested call: this handler thread waits for `to`."""
+    return ferry.rpc_sync(to, _add, args=(1, 2))
+
+
+@ferry.functions.async_execution
+def relay_async(to):
+    """The same work written with async_execution (no thread waits)."""
+    return ferry.rpc_async(to, _add, args=(1, 2))
+
+
+def _add(a, b):
+    return a + b
+
+
+def throughput(to, func, n, in_flight, *args):
+    """Calls per second of n calls of func(*args) on `to`, `in_flight` at a
+    time."""
+    t0 = time.monotonic()
+    pending = []
+    for _ in range(n):
+        pending.append(ferry.rpc_async(to, func, args=args))
+        if len(pending) >= in_flight:
+            pending.pop(0).wait()
+    for f in pending:
+        f.wait()
+    return n / (time.monotonic() - t0)
+
+
+def bounce(to, back):
+    """A call to `to` that calls back here (`back`) before answering: blocking
+    nested calls both ways."""
+    return ferry.rpc_sync(to, relay, args=(back,))
+
+
+def chains(to, back, n):
+    """n bounce calls to `to` in flight at once from this worker's handler."""
+    futs = [ferry.rpc_async(to, bounce, args=(back, to), timeout=20) for _ in range(n)]
+    return [f.wait() for f in futs]
