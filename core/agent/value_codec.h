@@ -73,4 +73,18 @@ DLManagedTensor* AdoptReceivedTensor(AlignedBuffer bytes, const wire::TensorMeta
 // may be NULL when there are none), RRef handles shared.
 StatusOr<Value> CopyValue(const Value& v, const std::shared_ptr<DeviceMemory>& device);
 
+// The moment-of-the-call guarantee (ferry.h, ferry_payload_t.zero_copy):
+// every host tensor of `v` whose bit is clear in `zero_copy` is replaced by
+// a copy of its bytes, in a pooled buffer (receive_buffers.h: a warm 64 MiB
+// buffer is ~20x cheaper to fill than a fresh one), and its own deleter
+// runs now. Device tensors are left as they are (their stream orders the
+// read after the work queued before the call).
+Status SnapshotHostTensors(Value& v, uint64_t zero_copy);
+struct SnapshotCounts {
+  uint64_t tensors = 0;
+  uint64_t bytes = 0;
+};
+// What SnapshotHostTensors copied in this process.
+SnapshotCounts SnapshotTotals();
+
 }  // namespace ferry

@@ -3,6 +3,7 @@
 #include <ferry/ferry.h>
 
 #include "agent/agent.h"
+#include "agent/value_codec.h"
 #include "api/last_error.h"
 #include "common/log.h"
 #include "loader/plugin_loader.h"
@@ -79,6 +80,29 @@ ferry::StatusOr<Value> ToValue(const ferry_payload_t* p) {
       v.rrefs.push_back(p->rrefs[i]->handle);
     }
   }
+  return v;
+}
+
+void DropTensors(const ferry_payload_t* p);
+
+// A payload about to be sent: ToValue, then the host tensors the payload
+// does not mark zero-copy are copied (value_codec.h, SnapshotHostTensors),
+// so that what arrives is what they held now. `caller_waits`: ferry_rpc_sync,
+// whose caller gets control back only with the reply, which the callee
+// sends after every byte arrived: nothing to copy. On failure the payload's
+// tensors are freed.
+ferry::StatusOr<Value> ToSentValue(const ferry_payload_t* p, bool caller_waits) {
+  auto v = ToValue(p);
+  if (!v.ok()) {
+    DropTensors(p);
+    return v;
+  }
+  const uint64_t zero_copy =
+      caller_waits
+          ? FERRY_ZERO_COPY_ALL
+          : (FERRY_FIELD_PRESENT(p, ferry_payload_t, zero_copy) ? p->zero_copy : 0);
+  Status s = ferry::SnapshotHostTensors(v.value(), zero_copy);
+  if (!s.ok()) return s;  // v's tensors are freed with it
   return v;
 }
 
@@ -464,9 +488,8 @@ ferry_status_t ferry_call_reply(ferry_call_t* call, const ferry_payload_t* resul
   FERRY_API_GUARD({
     if (call == nullptr) return Fail(FERRY_INVALID_ARGUMENT, "call is NULL");
     std::unique_ptr<ferry::IncomingCall> c(reinterpret_cast<ferry::IncomingCall*>(call));
-    auto v = ToValue(result);
+    auto v = ToSentValue(result, /*caller_waits=*/false);
     if (!v.ok()) {
-      DropTensors(result);
       c->Fail(Status(FERRY_INVALID_ARGUMENT,
                      "the handler's result was invalid: " + v.status().message()));
       return Fail(v.status());
@@ -511,26 +534,31 @@ int ferry_call_cancelled(const ferry_call_t* call) {
   return call && reinterpret_cast<const ferry::IncomingCall*>(call)->cancelled() ? 1 : 0;
 }
 
-ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to, const char* function,
-                               const ferry_payload_t* args, uint32_t timeout_ms,
-                               ferry_future_t** out) {
+namespace {
+ferry_status_t RpcAsync(ferry_worker_t* w, const char* to, const char* function,
+                        const ferry_payload_t* args, uint32_t timeout_ms,
+                        ferry_future_t** out, bool caller_waits) {
   FERRY_API_GUARD({
     if (w == nullptr || to == nullptr || function == nullptr || out == nullptr) {
       DropTensors(args);
       return Fail(FERRY_INVALID_ARGUMENT,
                   "ferry_rpc_async: worker, to, function and out are required");
     }
-    auto v = ToValue(args);
-    if (!v.ok()) {
-      DropTensors(args);
-      return Fail(v.status());
-    }
+    auto v = ToSentValue(args, caller_waits);
+    if (!v.ok()) return Fail(v.status());
     auto* f = new ferry_future();
     f->future = w->agent->Call(to, function, std::move(v.value()), Ms(timeout_ms));
     f->agent = w->agent;
     *out = f;
     return Ok();
   })
+}
+}  // namespace
+
+ferry_status_t ferry_rpc_async(ferry_worker_t* w, const char* to, const char* function,
+                               const ferry_payload_t* args, uint32_t timeout_ms,
+                               ferry_future_t** out) {
+  return RpcAsync(w, to, function, args, timeout_ms, out, /*caller_waits=*/false);
 }
 
 ferry_status_t ferry_rpc_sync(ferry_worker_t* w, const char* to, const char* function,
@@ -542,7 +570,8 @@ ferry_status_t ferry_rpc_sync(ferry_worker_t* w, const char* to, const char* fun
       return Fail(FERRY_INVALID_ARGUMENT, "ferry_rpc_sync: result is required");
     }
     ferry_future_t* f = nullptr;
-    ferry_status_t s = ferry_rpc_async(w, to, function, args, timeout_ms, &f);
+    ferry_status_t s =
+        RpcAsync(w, to, function, args, timeout_ms, &f, /*caller_waits=*/true);
     if (s != FERRY_OK) return s;
     std::unique_ptr<ferry_future_t, void (*)(ferry_future_t*)> guard(
         f, ferry_future_release);
@@ -567,11 +596,8 @@ ferry_status_t ferry_remote(ferry_worker_t* w, const char* to, const char* funct
       return Fail(FERRY_INVALID_ARGUMENT,
                   "ferry_remote: worker, to, function and out are required");
     }
-    auto v = ToValue(args);
-    if (!v.ok()) {
-      DropTensors(args);
-      return Fail(v.status());
-    }
+    auto v = ToSentValue(args, /*caller_waits=*/false);
+    if (!v.ok()) return Fail(v.status());
     auto h = w->agent->Remote(to, function, std::move(v.value()), Ms(timeout_ms));
     if (!h.ok()) return Fail(h.status());
     auto* r = new ferry_rref();
@@ -768,6 +794,9 @@ ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* o
     st.device_messages = s.device_messages;
     st.staged_messages = s.staged_messages;
     st.staged_bytes = s.staged_bytes;
+    const auto snap = ferry::SnapshotTotals();
+    st.snapshot_tensors = snap.tensors;
+    st.snapshot_bytes = snap.bytes;
     st.dropped_calls = s.dropped_calls;
     const uint32_t n = out->struct_size < st.struct_size && out->struct_size != 0
                            ? out->struct_size

@@ -244,8 +244,22 @@ typedef struct ferry_payload {
    * pass the stream unless you synchronised. A CUstream must stay valid
    * until each device tensor's deleter has run. */
   uint64_t stream;
+  /* 0.3. Which host tensors are sent from their own memory (bit i: tensor
+   * i; FERRY_ZERO_COPY_ALL: every one). By default (0) the bytes that
+   * arrive are the bytes the tensor held when the call was made
+   * (ferry_rpc_async, ferry_remote) or answered (ferry_call_reply): ferry
+   * copies each host tensor into a pooled buffer before the function
+   * returns and runs its deleter at once. A tensor marked here is sent
+   * zero-copy instead, and the contract is: do not write it until the
+   * future is done (a result: until the call's bytes left, i.e. do not
+   * write it again at all unless you know the caller has it).
+   * ferry_rpc_sync never copies (the caller waits for the reply, and the
+   * callee replies only after every byte arrived). Device tensors are
+   * never copied: see docs/api.md, "When a tensor's bytes are read". */
+  uint64_t zero_copy;
 } ferry_payload_t;
-#define FERRY_PAYLOAD_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_payload_t, stream)
+#define FERRY_PAYLOAD_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_payload_t, zero_copy)
+#define FERRY_ZERO_COPY_ALL (~(uint64_t)0)
 
 /* A received payload's parts. */
 const void* ferry_message_bytes(const ferry_message_t* m, uint64_t* num_bytes);
@@ -396,9 +410,13 @@ typedef struct ferry_worker_stats {
   /* 0.3. Calls served here that were dropped before they ran because
    * their caller had given up (cancelled, past its deadline, gone). */
   uint64_t dropped_calls;
+  /* 0.3. Host tensors this process copied to send them as they were at
+   * the call or the reply (ferry_payload_t.zero_copy), and their bytes. */
+  uint64_t snapshot_tensors;
+  uint64_t snapshot_bytes;
 } ferry_worker_stats_t;
 #define FERRY_WORKER_STATS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_worker_stats_t, dropped_calls)
+  FERRY_STRUCT_SIZE(ferry_worker_stats_t, snapshot_bytes)
 ferry_status_t ferry_worker_get_stats(ferry_worker_t* w, ferry_worker_stats_t* out);
 
 /* ------------------------------------------------------------------------ */

@@ -100,6 +100,13 @@ class Payload {
     stream_ = stream;
     return *this;
   }
+  // Sends the host tensors from their own memory (ferry_payload_t.zero_copy):
+  // do not write them until the call's future is done. By default ferry
+  // sends the bytes they held when the call was made (a pooled copy).
+  Payload& ZeroCopy(bool on = true) {
+    zero_copy_ = on ? FERRY_ZERO_COPY_ALL : 0;
+    return *this;
+  }
   // The C view; tensors are handed over by the call that uses it.
   const ferry_payload_t* c() {
     p_ = ferry_payload_t{};
@@ -111,6 +118,7 @@ class Payload {
     p_.rrefs = rrefs_.empty() ? nullptr : rrefs_.data();
     p_.num_rrefs = static_cast<uint32_t>(rrefs_.size());
     p_.stream = stream_;
+    p_.zero_copy = zero_copy_;
     return &p_;
   }
   void Released() { tensors_.clear(); }  // after a call took the tensors
@@ -122,6 +130,7 @@ class Payload {
   // DLPack's default for a CUDA consumer: the legacy default stream, which
   // orders after every blocking stream's work. READY only when asked for.
   uint64_t stream_ = FERRY_STREAM_LEGACY;
+  uint64_t zero_copy_ = 0;
   ferry_payload_t p_{};
 };
 

@@ -23,6 +23,7 @@ from ._errors import (AuthenticationError, CancelledError, DeadlineExceededError
                       InvalidArgumentError, NotFoundError, NotInitializedError, PeerGoneError,
                       RemoteExitError, ReplyDecodeError)
 from ._future import Future
+from ._pickling import zero_copy
 from ._rref import RRef
 from . import _agent
 
@@ -32,6 +33,7 @@ __all__ = [
     "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "register",
     "get_worker_info", "is_available", "workers", "wait_for_workers", "on_membership",
     "on_join", "on_leave", "current_call", "CurrentCall",
+    "zero_copy",
     "stats", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions", "futures",
     "BackendType", "RpcBackendOptions", "TensorPipeRpcBackendOptions",
     "FerryError", "PeerGoneError", "DeadlineExceededError", "NotFoundError",

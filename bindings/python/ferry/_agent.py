@@ -291,18 +291,21 @@ def _target(to):
     raise TypeError("ferry: `to` is a worker name, id or WorkerInfo, not %s" % type(to).__name__)
 
 
-def _encode(func, args, kwargs):
+def _encode(func, args, kwargs, zero_copy=False):
+    """zero_copy: send every tensor from its own memory (rpc_sync, whose
+    caller waits for the reply; or asked for); else ferry sends what each
+    held at the call (_pickling.py, "No torn tensors")."""
     if isinstance(func, str):
-        return _encode_raw(args)
+        return _encode_raw(args, zero_copy)
     if not callable(func):
         raise TypeError("ferry: func must be a callable or a registered function's name")
-    return _pickling.dumps((func, tuple(args or ()), kwargs or {}), _RRef)
+    return _pickling.dumps((func, tuple(args or ()), kwargs or {}), _RRef, zero_copy)
 
 
-def _encode_raw(parts):
+def _encode_raw(parts, zero_copy=False):
     """A raw payload from (bytes?, tensors..., RRefs...)."""
     RRef = _RRef
-    data, tensors, rrefs = b"", [], []
+    data, tensors, rrefs = b"", _pickling.Tensors(), []
     for i, part in enumerate(parts):
         if isinstance(part, (bytes, bytearray, memoryview)):
             if data:
@@ -316,7 +319,10 @@ def _encode_raw(parts):
             if p._export(part) is None:
                 raise TypeError("ferry: part %d of a raw payload (%s) is not bytes, a tensor "
                                 "or an RRef" % (i, type(part).__name__))
+            tensors.zero_copy |= p.tensors.zero_copy << len(tensors)
             tensors.extend(p.tensors)
+    if zero_copy:
+        tensors.zero_copy = _pickling.ZERO_COPY_ALL
     return data, tensors, rrefs
 
 
@@ -398,8 +404,8 @@ def _run_here(func, args, kwargs):
     return result
 
 
-def _start(to, func, args, kwargs, timeout):
-    data, tensors, rrefs = _encode(func, args, kwargs)
+def _start(to, func, args, kwargs, timeout, zero_copy=False):
+    data, tensors, rrefs = _encode(func, args, kwargs, zero_copy)
     name = func if isinstance(func, str) else CALL
     handle = current().rpc_async(_target(to), name, data, tensors, rrefs, timeout_ms(timeout))
     return handle, (decode_raw if isinstance(func, str)
@@ -418,7 +424,11 @@ def _result(handle, decode):
 def rpc_sync(to, func, args=(), kwargs=None, timeout=None):
     """Runs func(*args, **kwargs) on `to` and returns its result. On this
     worker itself too: on a handler thread, under the same deadline."""
-    return _result(*_start(to, func, args, kwargs, timeout))
+    # No copy: this thread waits for the reply, and the callee replies only
+    # after every byte of the arguments arrived. Except to this worker
+    # itself: there the handler would get this very memory (no wire
+    # between), and could keep it past the call.
+    return _result(*_start(to, func, args, kwargs, timeout, zero_copy=not _is_self(to)))
 
 
 def fetch(owner, rref, timeout):
@@ -429,19 +439,23 @@ def fetch(owner, rref, timeout):
     return _result(handle, _reply_decoder(owner, "to_here() of an RRef"))
 
 
-def rpc_async(to, func, args=(), kwargs=None, timeout=None):
-    """Runs func(*args, **kwargs) on `to`; returns a Future of its result."""
-    handle, decode = _start(to, func, args, kwargs, timeout)
+def rpc_async(to, func, args=(), kwargs=None, timeout=None, zero_copy=False):
+    """Runs func(*args, **kwargs) on `to`; returns a Future of its result.
+    The callee gets the bytes the tensors in args held now (ferry copies
+    them, into a pooled buffer); zero_copy=True sends them from their own
+    memory instead: then do not write them until the future is done (per
+    tensor: ferry.zero_copy(x))."""
+    handle, decode = _start(to, func, args, kwargs, timeout, zero_copy)
     return Future(handle, decode)
 
 
-def remote(to, func, args=(), kwargs=None, timeout=None):
+def remote(to, func, args=(), kwargs=None, timeout=None, zero_copy=False):
     """Runs func(*args, **kwargs) on `to`, keeps the result there, and
     returns an RRef to it at once. The timeout bounds the call; a failure
-    surfaces in to_here()."""
+    surfaces in to_here(). zero_copy as for rpc_async."""
     if _is_self(to):
         return _RRef(_run_here(func, args, kwargs))
-    data, tensors, rrefs = _encode(func, args, kwargs)
+    data, tensors, rrefs = _encode(func, args, kwargs, zero_copy)
     raw = isinstance(func, str)
     handle = current().remote(_target(to), func if raw else REMOTE, data, tensors, rrefs,
                               timeout_ms(timeout))
@@ -512,7 +526,13 @@ def _fail(call, exc):
 
 def _reply_value(call, value):
     try:
-        data, tensors, rrefs = _pickling.dumps(value, _RRef)
+        # A result nothing else references cannot be written after this:
+        # no copy (the 2 references: _run's `result` and `value` here; any
+        # other path, an async_execution Future's or an RRef's value, holds
+        # more and is copied). Its own statement: an argument list being
+        # built holds references too.
+        sole = _pickling.sole_reference(value, 2)
+        data, tensors, rrefs = _pickling.dumps(value, _RRef, sole)
     except BaseException as e:  # noqa: B036 - answered, not swallowed
         _fail(call, e)
         return
@@ -545,6 +565,7 @@ def _run(call, message, reply):
     except BaseException as e:  # noqa: B036
         _fail(call, e)
         return
+    args = kwargs = None  # the result's only references are ours (_reply_value)
     if not getattr(func, "_ferry_async_execution", False):
         reply(call, result)
         return

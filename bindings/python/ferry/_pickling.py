@@ -28,6 +28,17 @@ non-contiguous one is refused (ferry never copies device memory itself).
 The sender records its framework beside the reference; a device tensor
 arrives as that framework's tensor on the same device index, through
 DLPack (from_device below); see docs/python.md, "Device tensors".
+
+No torn tensors: what arrives is what a host tensor held at the call
+(rpc_async, remote) or when the handler returned (a result). ferry's core
+copies each host tensor into a pooled buffer before the call returns
+(ferry.h, ferry_payload_t.zero_copy) unless the payload marks it zero-copy,
+which this module does where no copy is needed: every tensor of an rpc_sync
+call (the caller is blocked until the reply, and the callee replies only
+after every byte arrived), a tensor copied here anyway (made contiguous or
+native-endian), a result nothing else references (sole_reference), and
+what the user opted in with zero_copy(x) or rpc_async(..., zero_copy=True).
+The marks travel as the tensors list's `zero_copy` bit mask (Tensors).
 """
 
 import io
@@ -50,6 +61,67 @@ def _torch():
     return sys.modules.get("torch")
 
 
+ZERO_COPY_ALL = (1 << 64) - 1  # ferry.h's FERRY_ZERO_COPY_ALL
+
+
+class Tensors(list):
+    """A payload's tensors and the mask of those sent zero-copy (bit i:
+    tensor i; the binding reads it into ferry_payload_t.zero_copy)."""
+
+    zero_copy = 0
+
+
+class ZeroCopy:
+    """ferry.zero_copy(x): x sent from its own memory, no copy. The contract:
+    do not write x until the call's future is done (an argument), or at all
+    while the reply may still be leaving (a result). The callee receives x
+    itself, not this wrapper."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return "ferry.zero_copy(%r)" % (self.value,)
+
+
+def zero_copy(x):
+    """Marks a numpy array or tensor (host memory) to be sent without the
+    copy that otherwise gives the callee (or the caller, for a result) the
+    bytes x held at the call: the bytes are read from x while they leave,
+    so x must not be written until the call's future is done. Device
+    tensors are never copied; the mark changes nothing for them."""
+    return ZeroCopy(x)
+
+
+def sole_reference(value, held):
+    """True when value is a numpy array that nothing references but the
+    `held` references of its caller's frames, and whose memory no other
+    array reaches (its base, if any, is an array or owner nothing else
+    holds): no later write can reach its bytes, so a result needs no copy.
+    Conservative: any other reference, any other kind of owner (and torch
+    tensors: torch 1.13 cannot say whether another tensor shares the
+    storage) answer False, which only costs a copy."""
+    if type(value) is not np.ndarray:
+        return False
+    # getrefcount counts `value` here and its own argument besides `held`.
+    if sys.getrefcount(value) - 2 > held:
+        return False
+    base = value.base
+    while base is not None:
+        # Referenced by the array above it, `base` here, and the argument.
+        if sys.getrefcount(base) > 3:
+            return False
+        if type(base) is np.ndarray:
+            base = base.base
+        elif type(base).__name__ == "PyCapsule":
+            return True  # a DLPack owner (a tensor ferry received)
+        else:
+            return False
+    return True
+
+
 class _Pickler(pickle.Pickler):
     """Pickles a value with its tensors and RRefs set aside.
 
@@ -61,7 +133,7 @@ class _Pickler(pickle.Pickler):
 
     def __init__(self, file, rref_type):
         super().__init__(file, protocol=PROTOCOL)
-        self.tensors = []
+        self.tensors = Tensors()
         self.rrefs = []
         self._rref_type = rref_type
 
@@ -69,8 +141,21 @@ class _Pickler(pickle.Pickler):
         ref = self._export(obj)
         return NotImplemented if ref is None else (_rebuild, ref)
 
+    def _fresh(self):
+        """The tensor just added is a copy made here: nothing else can write
+        it, so it needs no second copy."""
+        self.tensors.zero_copy |= 1 << (len(self.tensors) - 1)
+
     def _export(self, obj):
         """The reference that replaces obj, or None to pickle it."""
+        if type(obj) is ZeroCopy:
+            before = len(self.tensors)
+            ref = self._export(obj.value)
+            if ref is None or ref[0] != "t" or len(self.tensors) != before + 1:
+                raise TypeError("ferry.zero_copy() takes a numpy array or a tensor, not %s"
+                                % type(obj.value).__name__)
+            self._fresh()
+            return ref
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject or obj.dtype.names is not None:
                 return None  # object and structured arrays go by pickle
@@ -91,18 +176,23 @@ class _Pickler(pickle.Pickler):
 
     def _add_numpy(self, a):
         meta = None
+        copied = False
         if not a.flags.c_contiguous:
             a = np.ascontiguousarray(a)
+            copied = True
         if a.dtype == np.bool_:
             a = a.view(np.uint8)
             meta = "bool"
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("="))
+            copied = True
         try:
             exported = a.__dlpack__()
         except (BufferError, TypeError, RuntimeError):
             exported = a  # read-only: the buffer protocol (tensors.h)
         self.tensors.append(exported)
+        if copied:
+            self._fresh()
         return ("t", len(self.tensors) - 1, "numpy", meta)
 
     def _add_torch(self, t, torch):
@@ -111,8 +201,10 @@ class _Pickler(pickle.Pickler):
             t = t.detach()
             meta.append("grad")
         cuda = t.device.type == "cuda"
+        copied = False
         if not cuda and not t.is_contiguous():
             t = t.contiguous()  # device memory is never copied: refused if not contiguous
+            copied = True
         if t.dtype == torch.bool:
             t = t.view(torch.uint8)
             meta.append("bool")
@@ -123,6 +215,8 @@ class _Pickler(pickle.Pickler):
                 self.tensors.append((_export_device(t), t))
         else:
             self.tensors.append(torch.utils.dlpack.to_dlpack(t))
+            if copied:
+                self._fresh()
         return ("t", len(self.tensors) - 1, "torch", tuple(meta))
 
 
@@ -315,8 +409,10 @@ def _plain(value, depth=2):
     return False
 
 
-def dumps(value, rref_type):
-    """(pickle bytes, [DLPack capsules or buffers], [RRef handles])."""
+def dumps(value, rref_type, zero_copy=False):
+    """(pickle bytes, Tensors of DLPack capsules or buffers, [RRef handles]).
+    zero_copy: every tensor is sent from its own memory (see the module's
+    docstring); else those marked in the value (ZeroCopy) or copied here."""
     try:
         if _plain(value):
             return pickle.dumps(value, PROTOCOL), [], []
@@ -328,6 +424,8 @@ def dumps(value, rref_type):
             "ferry: cannot send %s: %s. Functions must be defined at module "
             "level (they go by reference, as with torch.distributed.rpc), and "
             "every argument must be picklable." % (_describe(value), e)) from e
+    if zero_copy:
+        p.tensors.zero_copy = ZERO_COPY_ALL
     return buf.getvalue(), p.tensors, p.rrefs
 
 

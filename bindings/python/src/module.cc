@@ -50,7 +50,9 @@ class RRefHandle;
 // Each tensor part is a "dltensor" capsule, a (capsule, producer) pair (a
 // device tensor: the producer is kept alive until ferry frees it), or a
 // buffer (tensors.h). Device tensors were exported on the legacy default
-// stream (ferry/_pickling.py), so the payload's stream says that.
+// stream (ferry/_pickling.py), so the payload's stream says that. The
+// tensors list may carry a `zero_copy` int (_pickling.Tensors): the
+// payload's zero_copy mask (ferry.h), which host tensors go uncopied.
 class Payload {
  public:
   Payload(const py::bytes& data, const py::list& tensors, const py::list& rrefs);
@@ -139,6 +141,10 @@ Payload::Payload(const py::bytes& data, const py::list& tensors, const py::list&
   c_.rrefs = rrefs_.data();
   c_.num_rrefs = static_cast<uint32_t>(rrefs_.size());
   c_.stream = device ? FERRY_STREAM_LEGACY : FERRY_STREAM_READY;
+  if (!tensors_.empty() && !PyList_CheckExact(tensors.ptr())) {
+    py::object mask = py::getattr(tensors, "zero_copy", py::none());
+    if (!mask.is_none()) c_.zero_copy = mask.cast<uint64_t>();
+  }
 }
 
 // ---- messages --------------------------------------------------------------
@@ -562,6 +568,8 @@ class WorkerHandle {
     d["pending_calls"] = st.pending_calls;
     d["dropped_calls"] = st.dropped_calls;
     d["refused_connections"] = st.refused_connections;
+    d["snapshot_tensors"] = st.snapshot_tensors;
+    d["snapshot_bytes"] = st.snapshot_bytes;
     return d;
   }
 

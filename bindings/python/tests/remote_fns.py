@@ -5,6 +5,7 @@ path of the test process and of every worker it starts)."""
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 
@@ -194,3 +195,51 @@ def transposed_on_device():
     import torch
 
     return torch.arange(20.0, device="cuda").reshape(4, 5).t()
+
+
+# ---- no torn tensors (test_torn_tensors.py) ------------------------------------
+
+def count_changed(x, value):
+    """How many elements of x (numpy or torch) are not `value`."""
+    if isinstance(x, np.ndarray):
+        return int(np.count_nonzero(x != value))
+    return int((x != value).sum())
+
+
+def fresh_zeros(n):
+    """A result nothing else references: sent without a copy."""
+    return np.zeros(n, np.float32)
+
+
+_KEPT = []
+
+
+def kept_zeros(n, opt_in):
+    """A result the handler keeps (a parameter server's weights): copied,
+    unless returned as ferry.zero_copy()."""
+    w = np.zeros(n, np.float32)
+    _KEPT[:] = [w]
+    return ferry.zero_copy(w) if opt_in else w
+
+
+@ferry.functions.async_execution
+def live_weights(n, updates, opt_in=False):
+    """A parameter server that answers from its update thread with its live
+    weights and goes on updating them in place right after: the caller must
+    get them as they were when the result was set (all zeros); opt_in:
+    returned as ferry.zero_copy(w), the updates may reach the caller."""
+    w = np.zeros(n, np.float32)
+    fut = ferry.Future()
+
+    def serve():
+        # Once ferry is waiting on the Future (its reply callback added):
+        # set_result then answers the call on this thread.
+        deadline = time.monotonic() + 10
+        while not fut._callbacks and time.monotonic() < deadline:
+            time.sleep(0.001)
+        fut.set_result(ferry.zero_copy(w) if opt_in else w)
+        for _ in range(updates):
+            np.add(w, 1, out=w)
+
+    threading.Thread(target=serve).start()
+    return fut
