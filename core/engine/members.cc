@@ -160,7 +160,13 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
 Status Engine::SendOnPrimaryLocked(Peer* p, uint64_t seq,
                                    std::unique_ptr<OutMessage> msg) {
   if (p->conn != nullptr && p->conn->state == Conn::State::kReady) {
-    return msg ? SendOnConnLocked(p->conn, std::move(msg), seq) : Status::Ok();
+    if (!msg) return Status::Ok();
+    Status s = SendOnConnLocked(p->conn, std::move(msg), seq);
+    if (s.ok() || s.code() != FERRY_PEER_GONE) return s;
+    // The transport noticed the break before the engine did: its message
+    // names a socket, not the worker.
+    return Status(FERRY_PEER_GONE,
+                  "worker '" + p->record.name + "' is gone: " + s.message());
   }
   if (msg) p->backlog.emplace_back(seq, std::move(msg));
   // A connection of the peer's that we accepted will carry this: opening a
