@@ -154,7 +154,8 @@ strip --strip-debug "$g"/bin/* "$g"/lib/ferry/plugins/*.so "$g"/lib/libferry.so.
 # The Python package's sources and what build_extension.sh compiles them
 # with (the machine has pybind11 and Python's headers, not dlpack.h).
 cp /usr/include/dlpack/dlpack.h "$g/include/dlpack/" 2>/dev/null || warn "/usr/include/dlpack/dlpack.h missing (Debian: libdlpack-dev)"
-mkdir -p "$g/src/bindings/python" "$g/src/abi" "$g/src/examples/python" "$g/src/bench/cuda_ipc"
+mkdir -p "$g/src/bindings/python" "$g/src/abi" "$g/src/examples/python" "$g/src/bench/cuda_ipc" \
+  "$g/src/bench/python"
 cp -r "$root/bindings/python/ferry" "$root/bindings/python/src" "$root/bindings/python/tests" \
   "$g/src/bindings/python/"
 find "$g/src" -name __pycache__ -prune -exec rm -rf {} +
@@ -167,6 +168,7 @@ cp -r "$root/abi/include" "$g/src/abi/"
 cp "$root"/examples/python/*.py "$g/src/examples/python/"
 [ -e "$g/src/examples/python/cuda_tensors.py" ] || warn "examples/python/cuda_tensors.py not written yet"
 cp "$root/bench/cuda_ipc/bench_torch.py" "$root/bench/cuda_ipc/plot_cuda_ipc.py" "$g/src/bench/cuda_ipc/"
+cp "$root/bench/python/bench_pair.py" "$g/src/bench/python/"  # bench_torch.py's driver
 # The package to import there: its pure-Python part now, the extension
 # once built there.
 cp -r "$g/src/bindings/python/ferry" "$g/python/"

@@ -29,11 +29,13 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import time
+
+# The two-process driver is bench/python's, shared with rpc_vs_torch.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from bench_pair import PairFailed, free_port, run_pair  # noqa: E402
 
 DEFAULT_SIZES = "4K,64K,1M,16M,64M"
 EXIT_NO_GPU = 77
@@ -309,12 +311,6 @@ def run_role(args):
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_system(name, args):
     store = "127.0.0.1:%d" % free_port()
     base = [sys.executable, os.path.abspath(__file__), "--system", name, "--store", store,
@@ -324,27 +320,10 @@ def run_system(name, args):
         (["--busy-poll"] if args.busy_poll else [])
     cpus = [None, None] if args.cpus == "none" else [int(c) for c in args.cpus.split(",")]
     pin = lambda cpu: [] if cpu is None else ["--cpu", str(cpu)]  # noqa: E731
-    caller = subprocess.Popen(base + pin(cpus[0]) + ["--role", "caller"],
-                              stdout=subprocess.PIPE, text=True)
-    # For ferry the caller hosts the store; the callee retries its join until it listens.
-    callee = subprocess.Popen(base + pin(cpus[1]) + ["--role", "callee"])
     try:
-        out, _ = caller.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        caller.kill()
-        callee.kill()
-        return {"failed": "timed out after %d s (--timeout)" % args.timeout}
-    try:
-        callee.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        callee.kill()  # the caller's figures stand; the callee's shutdown hung
-        print("%s: the callee did not exit within 30 s of the caller; killed" % name,
-              file=sys.stderr)
-    if caller.returncode != 0:
-        callee.kill()
-        return {"failed": "caller exited %d (its stderr is above)" % caller.returncode}
-    line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+        return run_pair(name, base + pin(cpus[0]), base + pin(cpus[1]), timeout=args.timeout)
+    except PairFailed as e:
+        return {"failed": str(e) + (" (--timeout)" if "timed out" in str(e) else "")}
 
 
 def _size_name(n):

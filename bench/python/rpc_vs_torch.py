@@ -16,11 +16,11 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import time
+
+from bench_pair import PairFailed, free_port, run_pair
 
 SIZES = [1 << 10, 16 << 10, 256 << 10, 4 << 20, 64 << 20]
 
@@ -214,27 +214,16 @@ def run_role(args):
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_system(name, args):
     store = "127.0.0.1:%d" % free_port()
     base = [sys.executable, os.path.abspath(__file__), "--system", name, "--store", store,
             "--iters", str(args.iters), "--echo-bytes", str(args.echo_bytes),
             "--ferry-backend", args.ferry_backend] + (["--busy-poll"] if args.busy_poll else [])
     pin = (lambda cpu: ["taskset", "-c", str(cpu)]) if args.pin else (lambda cpu: [])
-    caller = subprocess.Popen(pin(0) + base + ["--role", "caller"], stdout=subprocess.PIPE, text=True)
-    # For ferry the caller hosts the store; the callee retries its join until it listens.
-    callee = subprocess.Popen(pin(1) + base + ["--role", "callee"])
-    out, _ = caller.communicate(timeout=1800)
-    callee.wait(timeout=120)
-    if caller.returncode != 0:
-        raise SystemExit("%s caller failed (exit %d)" % (name, caller.returncode))
-    line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    try:
+        return run_pair(name, pin(0) + base, pin(1) + base, timeout=1800)
+    except PairFailed as e:
+        raise SystemExit("%s %s" % (name, e))
 
 
 def ratio_table(results):
