@@ -95,10 +95,11 @@ elif ! echo '#include <dlpack/dlpack.h>' | "$CXX" -fsyntax-only -x c++ - 2>/dev/
   say "DLPack header: $found"
 fi
 
-# PYBIND11_INTERNALS_KIND: pybind11 internals of our own, not shared with
-# other extensions (CMakeLists.txt says why: torch 2.11 crashed otherwise).
+# PYBIND11_INTERNALS_KIND (pybind11 2.x) and PYBIND11_COMPILER_TYPE (2.x and
+# 3.x): pybind11 internals of our own, not shared with other extensions
+# (CMakeLists.txt says why: torch 2.11 crashed otherwise).
 flags=(-O2 -g -std=c++17 -fPIC -fvisibility=hidden -DNDEBUG -pthread
-  '-DPYBIND11_INTERNALS_KIND="_ferry"'
+  '-DPYBIND11_INTERNALS_KIND="_ferry"' '-DPYBIND11_COMPILER_TYPE="_ferry_gcc"'
   -Wall -Wextra -Wshadow -Wno-unused-parameter)
 [ "${FERRY_WERROR:-0}" = 1 ] && flags+=(-Werror)
 sources=(module.cc tensors.cc dispatcher.cc thread_gil.cc)

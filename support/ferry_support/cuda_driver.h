@@ -10,7 +10,8 @@
 // here exist since CUDA 11.3).
 //
 // Usage: `const ferry_cuda::Driver* cu = ferry_cuda::Driver::Get(&why);`
-// then `cu->cuMemAlloc(&p, n)`. cuda.h's macros map the names to their
+// then `cu->cuMemAlloc(&p, n)`. FERRY_CUDA_PROFILE=1 times every call
+// (cuda_driver_profile.h). cuda.h's macros map the names to their
 // versioned symbols (cuMemAlloc -> cuMemAlloc_v2); the members below are
 // declared through the same macros, so a call and its symbol always agree.
 #pragma once
@@ -79,6 +80,12 @@ namespace ferry_cuda {
   X(cuMemUnmap)                        \
   X(cuMemSetAccess)
 
+}  // namespace ferry_cuda
+
+#include "ferry_support/cuda_driver_profile.h"  // uses the list above
+
+namespace ferry_cuda {
+
 // Expands a name first, so cuMemAlloc looks up "cuMemAlloc_v2".
 #define FERRY_CUDA_STR2(x) #x
 #define FERRY_CUDA_STR(x) FERRY_CUDA_STR2(x)
@@ -144,6 +151,7 @@ struct Driver {
       return nullptr;
     }
     d->cuDriverGetVersion(&d->version);
+    if (profile::Requested()) profile::Install(d);
     if (d->cuDeviceGetCount(&d->devices) != CUDA_SUCCESS || d->devices == 0) {
       *why = "the NVIDIA driver sees no GPU (CUDA_VISIBLE_DEVICES?)";
       delete d;

@@ -49,11 +49,12 @@ struct Pollable {
 struct SendOp {
   uint64_t seq = 0;
   void* user_data = nullptr;
-  bool is_ack = false;     // internal: no SEND_DONE
-  bool needs_ack = false;  // has device segments
-  std::vector<char> meta;  // FrameHead, SegDesc[], header
-  std::vector<iovec> iov;  // meta, then the host segments' bytes (borrowed)
-  size_t iov_next = 0;     // first iovec not completely written
+  bool is_ack = false;       // internal: no SEND_DONE
+  bool needs_ack = false;    // has device segments
+  Clock::time_point posted;  // for FERRY_CUDA_PROFILE's send-to-ACK
+  std::vector<char> meta;    // FrameHead, SegDesc[], header
+  std::vector<iovec> iov;    // meta, then the host segments' bytes (borrowed)
+  size_t iov_next = 0;       // first iovec not completely written
   // Held until the ACK: event slots and bounce blocks (device, pointer).
   std::vector<int> slots;
   std::vector<std::pair<int, void*>> bounces;
@@ -83,6 +84,7 @@ struct Mapping {
 struct PendingCopy {
   uint64_t seq = 0;  // the sender's message, acked once done
   void* user_data = nullptr;
+  Clock::time_point placed;                   // place() called (FERRY_CUDA_PROFILE)
   std::vector<std::pair<int, CUevent>> done;  // completion events, per device
   std::vector<Mapping*> pins;
   ferry_status_t status = FERRY_OK;  // a failure while posting the copies
@@ -192,6 +194,7 @@ class Conn final : public Pollable {
   bool held_ = false;    // an ARRIVAL waits for place() / discard()
   uint64_t msg_id_ = 0;  // of the held (or last) arrival
   uint64_t held_seq_ = 0;
+  Clock::time_point held_at_;  // when the held arrival was reported
   size_t held_frame_len_ = 0;
   bool held_device_ = false;
   std::vector<wire::SegDesc> held_descs_;  // of the held arrival

@@ -172,6 +172,7 @@ bool Conn::ParseOne() {
   }
   held_ = true;
   held_seq_ = h.seq;
+  if (held_device_ && ferry_cuda::profile::Enabled()) held_at_ = Clock::now();
   held_frame_len_ = total;
   QueuedEvent& e = ctx_->Emit(FERRY_EV_ARRIVAL, this, nullptr);
   e.msg_id = ++msg_id_;
@@ -192,6 +193,11 @@ void Conn::OnAck(uint64_t seq) {
   }
   std::unique_ptr<SendOp> op = std::move(it->second);
   awaiting_ack_.erase(it);
+  if (ferry_cuda::profile::Enabled()) {
+    static ferry_cuda::profile::Counter& stage =
+        ferry_cuda::profile::Stage("cuda_ipc: device send() to its ACK");
+    stage.Add(ferry_cuda::profile::NsSince(op->posted));
+  }
   CompleteSend(std::move(op), FERRY_OK, "");
 }
 
@@ -274,6 +280,12 @@ ferry_status_t Conn::Place(const ferry_place_args_t& args, Status* error) {
   PendingCopy pc;
   pc.seq = held_seq_;
   pc.user_data = args.user_data;
+  if (ferry_cuda::profile::Enabled()) {
+    static ferry_cuda::profile::Counter& stage =
+        ferry_cuda::profile::Stage("cuda_ipc: device arrival to place()");
+    stage.Add(ferry_cuda::profile::NsSince(held_at_));
+    pc.placed = Clock::now();
+  }
   Status st = StartCopies(args, &pc);
   if (!st.ok()) {
     pc.status = st.code;
@@ -511,6 +523,11 @@ bool Conn::PollCopies() {
       if (r != CUDA_SUCCESS) bad = r;
     }
     if (ended) {
+      if (ferry_cuda::profile::Enabled()) {
+        static ferry_cuda::profile::Counter& stage =
+            ferry_cuda::profile::Stage("cuda_ipc: place() to its copies' end");
+        stage.Add(ferry_cuda::profile::NsSince(it->placed));
+      }
       const ferry_status_t st = bad == CUDA_SUCCESS ? it->status : FERRY_INTERNAL;
       const std::string why = bad == CUDA_SUCCESS ? it->message
                                                   : "cuda_ipc: the copy failed: " +

@@ -319,6 +319,7 @@ ferry_status_t Conn::Send(const ferry_send_args_t& args, Status* error) {
   h.body_len = descs + args.header_len + host;
   std::memcpy(op->meta.data(), &h, sizeof h);
   op->needs_ack = device;
+  if (device && ferry_cuda::profile::Enabled()) op->posted = Clock::now();
   QueueFrame(std::move(op));
   return FERRY_OK;
 }
