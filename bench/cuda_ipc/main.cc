@@ -180,6 +180,10 @@ struct Options {
   int max_calls = 20000;
   int cpu_a = -1, cpu_b = -1;  // --cpus A,B; -1: not pinned
   bool busy = true;
+  // The stream the device tensors (and the echo's reply) are declared on:
+  // legacy, as DLPack's consumers default to, or ready (no wait at all).
+  std::string stream_name = "legacy";
+  uint64_t stream = FERRY_STREAM_LEGACY;
   std::string json;
 };
 
@@ -221,8 +225,9 @@ int RunPeer(const Options& o, const std::string& store, const std::string& job) 
     c.Reply();
   });
   // Echo: the received device tensor goes back as the result.
-  w.Register("echo", [](ferry::Call& c, ferry::Message args) {
+  w.Register("echo", [&o](ferry::Call& c, ferry::Message args) {
     ferry::Payload p;
+    p.Stream(o.stream);
     for (uint32_t i = 0; i < args.num_tensors(); ++i) p.Tensor(args.TakeTensor(i));
     c.Reply(std::move(p));
   });
@@ -311,6 +316,8 @@ class Session {
         std::to_string(o.device),
         "--cpus",
         std::to_string(o.cpu_a) + "," + std::to_string(o.cpu_b),
+        "--stream",
+        o.stream_name,
         o.busy ? "--busy" : "--sleep"};
     std::vector<char*> av;
     for (auto& a : args) av.push_back(a.data());
@@ -353,11 +360,13 @@ class Session {
   int to_peer_ = -1;
 };
 
-ferry::Payload DevicePayload(CUdeviceptr p, int64_t size, int device) {
+ferry::Payload DevicePayload(CUdeviceptr p, int64_t size, const Options& o) {
   ferry::Payload pl;
-  // The source buffer was written and synchronised before the run:
-  // Payload's stream is FERRY_STREAM_READY.
-  pl.Tensor(View(reinterpret_cast<void*>(p), size, DLDevice{kDLCUDA, device}));
+  // The source buffer was written and synchronised before the run, so
+  // FERRY_STREAM_READY would be true; the default, legacy, measures what a
+  // framework's tensor costs (ferry orders the copy after that stream).
+  pl.Stream(o.stream);
+  pl.Tensor(View(reinterpret_cast<void*>(p), size, DLDevice{kDLCUDA, o.device}));
   return pl;
 }
 
@@ -375,7 +384,7 @@ double FerryBandwidth(ferry::Worker& me, CUdeviceptr src, int64_t size, int call
   int issued = 0;
   while (issued < calls || !inflight.empty()) {
     while (issued < calls && static_cast<int>(inflight.size()) < o.window) {
-      inflight.push_back(me.RpcAsync("peer", "sink", DevicePayload(src, size, o.device)));
+      inflight.push_back(me.RpcAsync("peer", "sink", DevicePayload(src, size, o)));
       ++issued;
     }
     inflight.front().Get();  // throws the callee's error (e.g. staged to host)
@@ -440,8 +449,7 @@ LatencyResult Latency(ferry::Worker& me, CUdeviceptr src, const Options& o) {
   });
   std::string wrong;
   r.device_echo = Time(warm, o.iters, [&] {
-    ferry::Message m =
-        me.RpcSync("peer", "echo", DevicePayload(src, kLatencyBytes, o.device));
+    ferry::Message m = me.RpcSync("peer", "echo", DevicePayload(src, kLatencyBytes, o));
     DLManagedTensor* back = m.TakeTensor(0);
     if (back == nullptr)
       throw std::runtime_error("the echo came back without its tensor");
@@ -520,6 +528,8 @@ constexpr const char* kUsage =
     "  --cpus A,B|none   pin this process to CPU A and the peer to B (default\n"
     "                    none: each process's threads, the plugin's included,\n"
     "                    go where the scheduler puts them)\n"
+    "  --stream S        the stream the device tensors are declared on: legacy\n"
+    "                    (default: ferry orders after it) or ready (no wait)\n"
     "  --sleep           sleeping workers instead of busy-polling ones (the\n"
     "                    latency goal is a busy-poll figure)\n"
     "  --json FILE       write every figure as JSON\n"
@@ -606,6 +616,15 @@ Options Parse(int argc, char** argv, bool* peer, std::string* store, std::string
       } else if (std::sscanf(v.c_str(), "%d,%d", &o.cpu_a, &o.cpu_b) != 2) {
         Usage("--cpus takes A,B or none, not '" + v + "'");
       }
+    } else if (k == "--stream") {
+      if (v == "legacy") {
+        o.stream = FERRY_STREAM_LEGACY;
+      } else if (v == "ready") {
+        o.stream = FERRY_STREAM_READY;
+      } else {
+        Usage("--stream takes legacy or ready, not '" + v + "'");
+      }
+      o.stream_name = v;
     } else if (k == "--json") {
       o.json = v;
     } else if (k == "--store") {
@@ -641,10 +660,11 @@ int Run(const char* self, const Options& o) {
   } free_at_exit{src, dst, stream};
 
   std::printf(
-      "ferry-bench-cuda: GPU %d %s (%s), driver %d.%d; transport %s; %s workers\n",
+      "ferry-bench-cuda: GPU %d %s (%s), driver %d.%d; transport %s; %s workers; "
+      "tensors on the %s stream\n",
       o.device, gpu.name.c_str(), gpu.pci.c_str(), cu->version / 1000,
       (cu->version % 1000) / 10, o.transport.c_str(),
-      o.busy ? "busy-polling" : "sleeping");
+      o.busy ? "busy-polling" : "sleeping", o.stream_name.c_str());
   std::fflush(stdout);
   Session session(self, o);
   ferry::Worker& me = session.me();
@@ -662,7 +682,7 @@ int Run(const char* self, const Options& o) {
        "cuMemsetD8Async");
     Cu(cu->cuStreamSynchronize(stream), "cuStreamSynchronize");
     const std::string check(
-        me.RpcSync("peer", "check", DevicePayload(src, size, o.device)).bytes());
+        me.RpcSync("peer", "check", DevicePayload(src, size, o)).bytes());
     if (check != "ok") {
       throw std::runtime_error(
           "the " + SizeName(size) +
@@ -732,6 +752,7 @@ int Run(const char* self, const Options& o) {
     js << "{\"benchmark\": \"ferry-bench-cuda\", \"transport\": "
        << JsonString(o.transport) << ", \"peer_route\": " << JsonString(route)
        << ", \"mode\": " << (o.busy ? "\"busy\"" : "\"sleep\"")
+       << ", \"stream\": " << JsonString(o.stream_name)
        << ", \"gpu\": {\"index\": " << o.device << ", \"name\": " << JsonString(gpu.name)
        << ", \"pci_bus_id\": " << JsonString(gpu.pci)
        << ", \"driver_api\": " << cu->version << "}, \"window\": " << o.window

@@ -13,6 +13,12 @@ MASTER_ADDR / MASTER_PORT, shutdown() as a job-wide barrier).
 See docs/python.md: the API side by side with torch.distributed.rpc.
 """
 
+# numpy before the _ferry extension: with the extension loaded first (built
+# with pybind11 3.1), a later `import torch` (2.11, pybind11 3.0) crashed in
+# torch's own import on a GPU machine; numpy first, it did not. ferry needs
+# numpy anyway (received host tensors are numpy arrays).
+import numpy  # noqa: F401  (import order; see above)
+
 from . import functions, futures
 from ._options import BackendType, RpcBackendOptions, TensorPipeRpcBackendOptions
 from ._agent import (CurrentCall, Raw, WorkerInfo, current_call, get_worker_info, init_rpc,

@@ -84,7 +84,7 @@ void Conn::Announced() {
 void Conn::UpdateEpoll() {
   if (fd_ < 0) return;
   uint32_t want = 0;
-  if (!tx_.empty()) want |= EPOLLOUT;
+  if (!tx_.empty() && !waiting_on_producer()) want |= EPOLLOUT;
   if (announced_ && !held_) want |= EPOLLIN;
   // Holding an arrival we stop reading (our flow control) but still watch
   // for a hang-up once; after it, the fd leaves epoll until the answer.
@@ -127,9 +127,33 @@ void Conn::QueueAck(uint64_t seq) {
   QueueFrame(std::move(op));
 }
 
+bool Conn::ProducersDone(SendOp* op) {
+  Gpu* gpu = ctx_->gpu();
+  while (!op->producers.empty()) {
+    auto [dev, ev] = op->producers.back();
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    if (gpu->Use(dev).ok()) r = gpu->cu().cuEventQuery(ev);  // never blocks
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    op->producers.pop_back();
+    gpu->GiveEvent(dev, ev);
+    if (r != CUDA_SUCCESS) {
+      // The producer's stream failed (a sticky error in its context): its
+      // bytes cannot be trusted, and the frames behind it wait on it.
+      Fail(FERRY_INTERNAL,
+           "cuda_ipc: the stream that produced a device segment failed: " +
+               gpu->Err("cuEventQuery", r));
+      return false;
+    }
+  }
+  return true;
+}
+
 void Conn::Flush() {
   while (!tx_.empty() && fd_ >= 0) {
     SendOp* op = tx_.front().get();
+    // Frames leave in order: one whose producer has not finished holds
+    // back those behind it.
+    if (!op->producers.empty() && !ProducersDone(op)) break;
     msghdr msg{};
     msg.msg_iov = op->iov.data() + op->iov_next;
     msg.msg_iovlen = std::min<size_t>(op->iov.size() - op->iov_next, IOV_MAX);
@@ -167,6 +191,10 @@ void Conn::Flush() {
 }
 
 void Conn::ReleaseSendResources(SendOp* op) {
+  if (Gpu* gpu = ctx_->gpu()) {
+    for (auto& [dev, ev] : op->producers) gpu->GiveEvent(dev, ev);
+  }
+  op->producers.clear();
   for (int slot : op->slots) {
     if (slot >= 0 && static_cast<size_t>(slot) < slots_.size()) {
       slots_[static_cast<size_t>(slot)].busy = false;

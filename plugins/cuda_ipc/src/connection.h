@@ -55,6 +55,9 @@ struct SendOp {
   std::vector<char> meta;    // FrameHead, SegDesc[], header
   std::vector<iovec> iov;    // meta, then the host segments' bytes (borrowed)
   size_t iov_next = 0;       // first iovec not completely written
+  // Plain events recorded on the producers' streams (producer_wait host):
+  // the frame is written once each has completed. (device, event)
+  std::vector<std::pair<int, CUevent>> producers;
   // Held until the ACK: event slots and bounce blocks (device, pointer).
   std::vector<int> slots;
   std::vector<std::pair<int, void*>> bounces;
@@ -128,6 +131,12 @@ class Conn final : public Pollable {
   // Checks the placements in flight; true while some remain.
   bool PollCopies();
   bool copies_pending() const { return !copies_.empty(); }
+  // The next frame waits for its producers' streams (producer_wait host):
+  // progress() calls Flush(), which polls them.
+  bool waiting_on_producer() const {
+    return state_ == State::kOpen && !tx_.empty() && !tx_.front()->producers.empty();
+  }
+  void Flush();  // writes queued frames until the socket is full
 
  private:
   // Fails every pending operation, queues CONN_BROKEN once.
@@ -135,7 +144,9 @@ class Conn final : public Pollable {
   void FailErrno(const char* what, int err);
   void CloseFd();
   void UpdateEpoll();
-  void Flush();  // writes queued frames until the socket is full
+  // True once every producer event of `op` has completed (each polled, never
+  // waited for); a failed one fails the connection.
+  bool ProducersDone(SendOp* op);
   void QueueFrame(std::unique_ptr<SendOp> op);
   void QueueAck(uint64_t seq);
   void CompleteSend(std::unique_ptr<SendOp> op, ferry_status_t status,

@@ -45,6 +45,14 @@ Status Context::Create(uint32_t flags, const char* instance,
       static_cast<uint32_t>(ferry_plugin::IntParam("abandon_ms", 10000, 1, 3600000));
   c.max_host_bytes =
       ferry_plugin::IntParam("max_host_bytes", c.max_host_bytes, 4096, uint64_t{1} << 32);
+  const std::string wait = ferry_plugin::StringParam("producer_wait", "host");
+  if (wait != "host" && wait != "gpu") {
+    return Error(FERRY_INVALID_ARGUMENT,
+                 "cuda_ipc: producer_wait is '%s'; it takes 'host' or 'gpu' "
+                 "(FERRY_CUDA_IPC_PRODUCER_WAIT)",
+                 wait.c_str());
+  }
+  c.producer_wait_gpu = wait == "gpu";
   c.domain = ferry_plugin::StringParam("domain_override", "");
   if (c.domain.empty()) c.domain = LocalDomain();
   if (c.host_only) {
@@ -238,7 +246,9 @@ Status Context::Connect(const char* address, void* user_data, Conn** out) {
 void Context::UpdateWakeup() {
   bool copies = false;
   if (!config_.host_only) {
-    for (Conn* c : conns_) copies = copies || c->copies_pending();
+    for (Conn* c : conns_) {
+      copies = copies || c->copies_pending() || c->waiting_on_producer();
+    }
   }
   const bool want = !events_.Empty() || !kicked_.empty() || copies;
   if (want && !signalled_) {
@@ -297,6 +307,7 @@ ferry_status_t Context::Progress(ferry_progress_args_t* args, Status* error) {
   if (!config_.host_only) {
     for (Conn* c : conns_) {
       if (c->copies_pending()) c->PollCopies();
+      if (c->waiting_on_producer()) c->Flush();
     }
   }
   if (args->max_events > 0) {

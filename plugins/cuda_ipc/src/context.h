@@ -41,6 +41,11 @@ struct Config {
   uint64_t max_message = uint64_t{1} << 40;
   uint32_t handle_cache = 256;  // opened memory handles per connection
   uint32_t abandon_ms = 10000;  // broken connection: wait this long for copies
+  // producer_wait: where a device segment's producer stream is waited for.
+  // Host (the default): the sender polls an event it recorded there and
+  // writes the frame once it has completed. GPU: the receiver's copy
+  // stream waits on an interprocess event (the sender never waits).
+  bool producer_wait_gpu = false;
   std::string domain;
 };
 

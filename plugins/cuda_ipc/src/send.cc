@@ -1,8 +1,10 @@
 // Sending: a message is one frame with the header and every host segment's
 // bytes. A device segment travels as a descriptor: the legacy IPC handle of
-// its allocation's base (cached by buffer id), its offset, and an event
-// slot recorded on the producer's stream, so the receiver's copy waits for
-// that work on the GPU, not on a host. Memory that refuses a legacy handle
+// its allocation's base (cached by buffer id) and its offset. The producer
+// stream's work is waited for by the sender (an event it polls before the
+// frame leaves: producer_wait host, the default) or by the receiver's copy
+// stream on the GPU (an interprocess event slot: producer_wait gpu).
+// Memory that refuses a legacy handle
 // (VMM allocations, e.g. torch's expandable segments) is first copied on
 // the stream into a bounce block of the plugin's pool (plain cuMemAlloc,
 // always exportable). The send completes on the receiver's ACK.
@@ -63,6 +65,8 @@ Status Conn::TakeSlot(int dev, int* slot) {
   return Status();
 }
 
+// `recorded`: the (stream, device) pairs this message recorded an event on
+// so far, with the device (producer_wait host) or the event slot (gpu).
 Status Conn::ExportSegment(const ferry_segment_t& seg, uint64_t stream, wire::SegDesc* d,
                            SendOp* op, std::vector<std::pair<uint64_t, int>>* recorded) {
   Gpu* gpu = ctx_->gpu();
@@ -143,9 +147,33 @@ Status Conn::ExportSegment(const ferry_segment_t& seg, uint64_t stream, wire::Se
   d->event_slot = -1;
   if (producer == nullptr) return Status();  // FERRY_STREAM_READY: nothing to wait for
 
-  // One event per (stream, device) and message, recorded after the
-  // producer's work (and the bounce copy, if any).
   const uint64_t key = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(producer));
+  if (!ctx_->config().producer_wait_gpu) {
+    // The sender waits: a plain event per (stream, device) and message,
+    // polled before the frame is written. The receiver then copies at
+    // once. A receiver's GPU-side wait on an interprocess event instead
+    // costs ~150 us a message when the two processes' contexts time-share
+    // one GPU (measured on an H200): its blocked stream holds the GPU
+    // until the time slice ends, before the sender's event can run.
+    for (auto& [k, s] : *recorded) {
+      if (k == key && s == dev) return Status();  // recorded for this message
+    }
+    CUevent ev = nullptr;
+    if (!(st = gpu->TakeEvent(dev, &ev)).ok()) return st;
+    op->producers.emplace_back(dev, ev);
+    if (!(st = gpu->Use(dev)).ok()) return st;
+    if ((r = cu.cuEventRecord(ev, producer)) != CUDA_SUCCESS) {
+      return Error(FERRY_INVALID_ARGUMENT,
+                   "cuda_ipc: cannot record an event on the segment's stream 0x%llx "
+                   "(a stream of device %d's primary context?): %s",
+                   static_cast<unsigned long long>(stream), dev,
+                   gpu->Err("cuEventRecord", r).c_str());
+    }
+    recorded->emplace_back(key, dev);
+    return Status();
+  }
+  // One interprocess event per (stream, device) and message, recorded after
+  // the producer's work (and the bounce copy, if any).
   int slot = -1;
   for (auto& [k, s] : *recorded) {
     if (k == key && slots_[static_cast<size_t>(s)].dev == dev) slot = s;
