@@ -184,6 +184,7 @@ struct Options {
   // legacy, as DLPack's consumers default to, or ready (no wait at all).
   std::string stream_name = "legacy";
   uint64_t stream = FERRY_STREAM_LEGACY;
+  bool peer_in_process = false;
   std::string json;
 };
 
@@ -194,17 +195,17 @@ uint8_t PatternFor(int64_t size) {
   return static_cast<uint8_t>(0x5a ^ (size >> 10));
 }
 
-int RunPeer(const Options& o, const std::string& store, const std::string& job) {
-  Pin(o.cpu_b);
-  Gpu gpu;
-  gpu.Open(o.device);
+// The peer's worker and its functions; `gpu` outlives it.
+std::unique_ptr<ferry::Worker> StartPeer(const Options& o, const std::string& store,
+                                         const std::string& job, Gpu& gpu) {
   ferry::Worker::Options wo;
   wo.name = "peer";
   wo.store = store;
   wo.job = job;
   wo.transport = o.transport;
   wo.busy_poll = o.busy;
-  ferry::Worker w(wo);
+  auto worker = std::make_unique<ferry::Worker>(wo);
+  ferry::Worker& w = *worker;
   w.Register("noop", [](ferry::Call& c, ferry::Message) { c.Reply(); });
   // The bandwidth sink: the tensor is in this process's GPU memory when the
   // handler runs; it is released at once (back to ferry's pool).
@@ -275,10 +276,18 @@ int RunPeer(const Options& o, const std::string& store, const std::string& job) 
         c.Reply(ferry::Payload(why.empty() ? "ok" : why));
       },
       FERRY_HANDLER_MAY_BLOCK);
+  return worker;
+}
+
+int RunPeer(const Options& o, const std::string& store, const std::string& job) {
+  Pin(o.cpu_b);
+  Gpu gpu;
+  gpu.Open(o.device);
+  std::unique_ptr<ferry::Worker> w = StartPeer(o, store, job, gpu);
   char buf[16];
   while (read(0, buf, sizeof buf) > 0) {
   }
-  w.Shutdown(2000ms);
+  w->Shutdown(2000ms);
   return 0;
 }
 
@@ -297,6 +306,14 @@ class Session {
     wo.host_store = true;
     wo.busy_poll = o.busy;
     me_ = std::make_unique<ferry::Worker>(wo);
+    if (o.peer_in_process) {
+      // One process, one CUDA context: what the two-process figures would
+      // be without the GPU switching between two processes' contexts.
+      peer_gpu_.Open(o.device);
+      peer_ = StartPeer(o, me_->store_address(), job, peer_gpu_);
+      me_->WaitForWorkers(2, 30000ms);
+      return;
+    }
     int in[2];
     if (pipe(in) != 0) throw std::runtime_error("pipe failed");
     posix_spawn_file_actions_t fa;
@@ -339,7 +356,13 @@ class Session {
     me_->WaitForWorkers(2, 30000ms);
   }
   ~Session() {
-    close(to_peer_);
+    if (peer_) {
+      try {
+        peer_->Shutdown(2000ms);
+      } catch (const std::exception&) {
+      }
+    }
+    if (to_peer_ >= 0) close(to_peer_);
     if (pid_ > 0) waitpid(pid_, nullptr, 0);
     try {
       me_->Shutdown(2000ms);
@@ -356,6 +379,8 @@ class Session {
 
  private:
   std::unique_ptr<ferry::Worker> me_;
+  Gpu peer_gpu_;                         // --peer-in-process
+  std::unique_ptr<ferry::Worker> peer_;  // --peer-in-process
   pid_t pid_ = 0;
   int to_peer_ = -1;
 };
@@ -530,6 +555,8 @@ constexpr const char* kUsage =
     "                    go where the scheduler puts them)\n"
     "  --stream S        the stream the device tensors are declared on: legacy\n"
     "                    (default: ferry orders after it) or ready (no wait)\n"
+    "  --peer-in-process the peer worker in this process (one CUDA context):\n"
+    "                    isolates what two processes' contexts cost\n"
     "  --sleep           sleeping workers instead of busy-polling ones (the\n"
     "                    latency goal is a busy-poll figure)\n"
     "  --json FILE       write every figure as JSON\n"
@@ -579,6 +606,10 @@ Options Parse(int argc, char** argv, bool* peer, std::string* store, std::string
     }
     if (k == "--peer") {
       *peer = true;
+      continue;
+    }
+    if (k == "--peer-in-process") {
+      o.peer_in_process = true;
       continue;
     }
     if (k == "--busy" || k == "--sleep") {
@@ -661,10 +692,11 @@ int Run(const char* self, const Options& o) {
 
   std::printf(
       "ferry-bench-cuda: GPU %d %s (%s), driver %d.%d; transport %s; %s workers; "
-      "tensors on the %s stream\n",
+      "tensors on the %s stream%s\n",
       o.device, gpu.name.c_str(), gpu.pci.c_str(), cu->version / 1000,
       (cu->version % 1000) / 10, o.transport.c_str(),
-      o.busy ? "busy-polling" : "sleeping", o.stream_name.c_str());
+      o.busy ? "busy-polling" : "sleeping", o.stream_name.c_str(),
+      o.peer_in_process ? "; the peer in this process (one CUDA context)" : "");
   std::fflush(stdout);
   Session session(self, o);
   ferry::Worker& me = session.me();
@@ -753,6 +785,7 @@ int Run(const char* self, const Options& o) {
        << JsonString(o.transport) << ", \"peer_route\": " << JsonString(route)
        << ", \"mode\": " << (o.busy ? "\"busy\"" : "\"sleep\"")
        << ", \"stream\": " << JsonString(o.stream_name)
+       << ", \"peer_in_process\": " << (o.peer_in_process ? "true" : "false")
        << ", \"gpu\": {\"index\": " << o.device << ", \"name\": " << JsonString(gpu.name)
        << ", \"pci_bus_id\": " << JsonString(gpu.pci)
        << ", \"driver_api\": " << cu->version << "}, \"window\": " << o.window

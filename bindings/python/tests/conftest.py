@@ -21,10 +21,12 @@ class Cluster:
         self.store = ferry.store_address()
         self.procs = {}
 
-    def start(self, name, wait=True):
+    def start(self, name, wait=True, env=None):
+        """Starts worker `name`; `env`: variables to add to its environment."""
         p = subprocess.Popen([sys.executable, os.path.join(HERE, "worker_main.py"), name,
                               self.store, self.backend],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=HERE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=HERE, text=True,
+                             env=dict(os.environ, **(env or {})))
         self.procs[name] = p
         if wait:
             line = p.stdout.readline()

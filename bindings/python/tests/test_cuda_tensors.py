@@ -13,8 +13,11 @@ receiver picks the framework.
 Run: PYTHONPATH=<dir holding the ferry package> python3 -m pytest
 bindings/python/tests/test_cuda_tensors.py (FERRY_PLUGIN_PATH where the
 plugins are not beside libferry). The GPU tests run twice: backend "auto"
-(cuda_ipc between processes of one host) and "tcp" (staged through host
-memory); FERRY_TEST_BACKEND picks one.
+(cuda_ipc between processes of one host) and "staged": "tcp,cuda_ipc" with
+each process told it is on a host of its own (FERRY_CUDA_IPC_DOMAIN_OVERRIDE),
+so cuda_ipc does not reach the peer and the core stages device tensors
+through host memory over tcp, as between two machines; they must still land
+in the callee's GPU memory. FERRY_TEST_BACKEND picks one.
 """
 
 import ctypes
@@ -31,16 +34,55 @@ import remote_fns as fns
 from conftest import Cluster
 
 BACKENDS = [os.environ["FERRY_TEST_BACKEND"]] if os.environ.get("FERRY_TEST_BACKEND") \
-    else ["auto", "tcp"]
+    else ["auto", "staged"]
 SIZES = {"4KiB": 4 << 10, "64MiB": 64 << 20}
+_DOMAIN = "FERRY_CUDA_IPC_DOMAIN_OVERRIDE"
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def devcluster(request):
-    c = Cluster(backend=request.param)
-    c.start("w1")
-    yield c
-    c.close()
+    if request.param != "staged":
+        c = Cluster(backend=request.param)
+        c.start("w1")
+        yield c
+        c.close()
+        return
+    # Two "hosts": cuda_ipc is loaded (the core stages with its mem_copy)
+    # but reaches no peer.
+    saved = os.environ.get(_DOMAIN)
+    os.environ[_DOMAIN] = "ferry-test-host-a"
+    try:
+        try:
+            c = Cluster(backend="tcp,cuda_ipc")
+        except ferry.FerryError as e:
+            if _gpu_seen():
+                raise
+            pytest.skip("no GPU here: cuda_ipc does not start (%s)" % e)
+        c.start("w1", env={_DOMAIN: "ferry-test-host-b"})
+        yield c
+        c.close()
+    finally:
+        if saved is None:
+            os.environ.pop(_DOMAIN, None)
+        else:
+            os.environ[_DOMAIN] = saved
+
+
+def _gpu_seen():
+    """True when torch or CuPy sees a CUDA device."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return True
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no CuPy, or CuPy's own CUDA errors
+        return False
 
 
 # ---- what a machine without a GPU can check -----------------------------------------
