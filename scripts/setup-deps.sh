@@ -19,6 +19,7 @@ packages=(
   python3 python3-dev pybind11-dev     # Python bindings (bindings/python)
   python3-numpy python3-pytest python3-torch python3-venv python3-pip
   python3-setuptools        # pip install of the bindings, offline
+  libtorch-dev              # bindings/torch: the torch.distributed.rpc backend (skipped without it)
 )
 if [ "${FERRY_SETUP_PLOT:-0}" = 1 ]; then
   packages+=(python3 python3-matplotlib)
