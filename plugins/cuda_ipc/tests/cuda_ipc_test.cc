@@ -135,6 +135,22 @@ TEST_F(HostOnlyTest, ReportsHostMemoryLowPriorityAndItsDomain) {
   EXPECT_NE(ep.t().description().find("HOST-ONLY"), std::string::npos);
 }
 
+TEST_F(HostOnlyTest, AnUnknownProducerWaitIsRefusedNamingTheChoices) {
+  setenv("FERRY_CUDA_IPC_PRODUCER_WAIT", "sometimes", 1);
+  char text[512] = "";
+  ferry_error_buf_t err{FERRY_ERROR_BUF_STRUCT_SIZE, 0, text, sizeof text};
+  ferry_init_args_t args{};
+  args.struct_size = FERRY_INIT_ARGS_STRUCT_SIZE;
+  ferry_context_t* ctx = nullptr;
+  const ferry_status_t st = plugin_->vtable()->init(&args, &ctx, &err);
+  unsetenv("FERRY_CUDA_IPC_PRODUCER_WAIT");
+  EXPECT_EQ(st, FERRY_INVALID_ARGUMENT) << text;
+  EXPECT_NE(std::string(text).find("producer_wait is 'sometimes'"), std::string::npos)
+      << text;
+  EXPECT_NE(std::string(text).find("'host' or 'gpu'"), std::string::npos) << text;
+  if (st == FERRY_OK) plugin_->vtable()->fini(ctx);
+}
+
 TEST_F(HostOnlyTest, DeviceMemoryIsRefusedAndHostCopiesWork) {
   Endpoint a(plugin_), b(plugin_);
   ASSERT_TRUE(a.ok() && b.ok());
