@@ -3,6 +3,7 @@
 // API (call, remote, fetch) is in agent_calls.cc.
 #include "agent/agent.h"
 
+#include "agent/debug_signal.h"
 #include "common/log.h"
 
 #include <algorithm>
@@ -14,6 +15,17 @@ constexpr const char* kLog = "agent";
 // (IncomingCalls::EarlyCall).
 constexpr std::chrono::seconds kRegistrationGrace{2};
 }  // namespace
+
+class Agent::WaitingFor {
+ public:
+  WaitingFor(Agent* agent, Waiting what) : agent_(agent) { agent_->waiting_.store(what); }
+  ~WaitingFor() { agent_->waiting_.store(Waiting::kNothing); }
+  WaitingFor(const WaitingFor&) = delete;
+  WaitingFor& operator=(const WaitingFor&) = delete;
+
+ private:
+  Agent* agent_;
+};
 
 Agent::Agent(AgentOptions options)
     : options_(std::move(options)), members_(options_.job) {}
@@ -50,6 +62,7 @@ StatusOr<std::shared_ptr<Agent>> Agent::Start(AgentOptions options) {
     return s;
   }
   agent->started_ = true;
+  debug_signal::Watch(agent);
   return agent;
 }
 
@@ -141,6 +154,7 @@ Status Agent::WaitForAllRanks() {
     std::lock_guard<std::mutex> l(job_mu_);
     return joined_ranks_.size() >= options_.world_size;
   };
+  WaitingFor waiting(this, Waiting::kStart);
   if (engine_->WaitUntil(all_joined, deadline)) {
     FERRY_LOG(FERRY_LOG_INFO, kLog,
               "all " + std::to_string(options_.world_size) + " workers of job '" +
@@ -152,14 +166,16 @@ Status Agent::WaitForAllRanks() {
     std::lock_guard<std::mutex> l(job_mu_);
     have = joined_ranks_;
   }
-  return Status(FERRY_DEADLINE_EXCEEDED,
-                "job '" + options_.job + "' is static with world_size " +
-                    std::to_string(options_.world_size) + ": " + RanksMissing(have) +
-                    " did not join within " +
-                    std::to_string(options_.start_timeout.count()) + " ms (worker '" +
-                    self_.name + "' is rank " + std::to_string(self_.rank) +
-                    "): start the missing workers with the same store and job, or "
-                    "raise the start timeout");
+  Status late(FERRY_DEADLINE_EXCEEDED,
+              "job '" + options_.job + "' is static with world_size " +
+                  std::to_string(options_.world_size) + ": " + RanksMissing(have) +
+                  " did not join within " +
+                  std::to_string(options_.start_timeout.count()) + " ms (worker '" +
+                  self_.name + "' is rank " + std::to_string(self_.rank) +
+                  "): start the missing workers with the same store and job, or "
+                  "raise the start timeout");
+  LogDebugDump(late.message());
+  return late;
 }
 
 std::string Agent::RanksMissing(const std::set<int32_t>& have) const {
@@ -327,14 +343,18 @@ std::vector<MemberInfo> Agent::Members() {
 }
 
 Status Agent::WaitForWorkers(size_t n, std::chrono::milliseconds timeout) {
+  waiting_for_.store(n);
+  WaitingFor waiting(this, Waiting::kWorkers);
   if (engine_->WaitUntil([&] { return members_.AliveCount() >= n; },
                          std::chrono::steady_clock::now() + timeout)) {
     return Status::Ok();
   }
-  return Status(FERRY_DEADLINE_EXCEEDED,
-                "only " + std::to_string(members_.AliveCount()) + " of " +
-                    std::to_string(n) + " workers joined job '" + options_.job +
-                    "' within " + std::to_string(timeout.count()) + " ms");
+  Status late(FERRY_DEADLINE_EXCEEDED,
+              "only " + std::to_string(members_.AliveCount()) + " of " +
+                  std::to_string(n) + " workers joined job '" + options_.job +
+                  "' within " + std::to_string(timeout.count()) + " ms");
+  LogDebugDump(late.message());
+  return late;
 }
 
 void Agent::OnMembership(MemberCallback cb) {
@@ -475,6 +495,7 @@ Status Agent::Barrier(std::chrono::steady_clock::time_point deadline,
   // This worker's own work first: its calls answered (a handler's nested
   // calls included) and its RRef control messages acknowledged. It keeps
   // serving meanwhile.
+  WaitingFor waiting(this, Waiting::kOwnCalls);  // then kBarrier
   const bool drained = engine_->WaitUntil(
       [&] {
         return (calls_->size() == 0 && rrefs_->stats().pending_controls == 0) ||
@@ -483,13 +504,15 @@ Status Agent::Barrier(std::chrono::steady_clock::time_point deadline,
       deadline);
   if (Status b = broken(); !b.ok()) return b;
   if (!drained) {
-    return Status(FERRY_DEADLINE_EXCEEDED,
-                  "shutdown: worker '" + self_.name + "' (rank " +
-                      std::to_string(self_.rank) + ") still had " +
-                      std::to_string(calls_->size()) +
-                      " calls of its own pending after " + Duration(timeout) +
-                      ", so it never reached the job-wide barrier");
+    Status late(FERRY_DEADLINE_EXCEEDED,
+                "shutdown: worker '" + self_.name + "' (rank " +
+                    std::to_string(self_.rank) + ") still had " +
+                    std::to_string(calls_->size()) + " calls of its own pending after " +
+                    Duration(timeout) + ", so it never reached the job-wide barrier");
+    LogDebugDump(late.message());
+    return late;
   }
+  waiting_.store(Waiting::kBarrier);
   {
     std::lock_guard<std::mutex> l(job_mu_);
     arrived_ranks_.insert(self_.rank);
@@ -511,11 +534,13 @@ Status Agent::Barrier(std::chrono::steady_clock::time_point deadline,
     arrived = arrived_ranks_;
   }
   const size_t missing = options_.world_size - arrived.size();
-  return Status(FERRY_DEADLINE_EXCEEDED,
-                std::string("shutdown: ") + (missing == 1 ? "worker " : "workers ") +
-                    RanksMissing(arrived) + " did not reach shutdown within " +
-                    Duration(timeout) + " (job '" + options_.job + "', world_size " +
-                    std::to_string(options_.world_size) + ")");
+  Status late(FERRY_DEADLINE_EXCEEDED,
+              std::string("shutdown: ") + (missing == 1 ? "worker " : "workers ") +
+                  RanksMissing(arrived) + " did not reach shutdown within " +
+                  Duration(timeout) + " (job '" + options_.job + "', world_size " +
+                  std::to_string(options_.world_size) + ")");
+  LogDebugDump(late.message());
+  return late;
 }
 
 void Agent::Leave(std::chrono::milliseconds grace) {
@@ -523,8 +548,16 @@ void Agent::Leave(std::chrono::milliseconds grace) {
   if (!engine_) return;
   const auto deadline = std::chrono::steady_clock::now() + grace;
   // Finish the calls this worker is serving (bounded by `grace`).
-  engine_->WaitUntil([this] { return !incoming_ || incoming_->serving() == 0; },
-                     deadline);
+  {
+    WaitingFor waiting(this, Waiting::kServing);
+    const bool served = engine_->WaitUntil(
+        [this] { return !incoming_ || incoming_->serving() == 0; }, deadline);
+    if (!served && grace.count() > 0) {
+      LogDebugDump("shutdown: worker '" + options_.name + "' still serves " +
+                   std::to_string(incoming_->serving()) + " calls after " +
+                   Duration(grace) + "; it leaves without their answers");
+    }
+  }
   // Release our references: drop every user fork we can (the deletes are
   // sent now), then tell the store we leave.
   if (rrefs_) {

@@ -15,6 +15,10 @@
 // message to the part it is for, and applies the store's member events to
 // the engine, the member table and the calls waiting for a name.
 //
+// It also answers for all of them when a person asks what the worker is
+// doing (DebugDump, agent_debug.cc; docs/debugging.md): from the C API, a
+// signal (debug_signal.h), and a wait that passes its timeout.
+//
 // Locks: the Agent has none of its own. Each part has its own mutex and
 // never holds it while calling into another part, except that
 // IncomingCalls::Register adds an engine timer and OutgoingCalls undoes an
@@ -38,9 +42,12 @@
 #include "rref/rref_context.h"
 #include "wire/value.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -113,6 +120,22 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   };
   Stats stats();
 
+  // What this worker is doing, for a person finding out why a job hangs
+  // (docs/debugging.md): its identity; the calls it waits for (callee,
+  // function, age, deadline, the served call each nested call was made
+  // from); the calls it serves (caller, function, queued or running and
+  // for how long); its RRefs; its peers and transports; in a static job,
+  // the start's and the shutdown barrier's state; and "blocked_on": one
+  // line per thing it waits for, in words ("the shutdown barrier waits for
+  // 'w2' (rank 2)", "handler 'f' (called by 'w0') waits on its call to
+  // w3.g"). Takes each part's lock briefly, never two at once. Works at any
+  // time, during and after shutdown too.
+  nlohmann::json DebugDump();
+  // Writes DebugDump() to the log (warn level) after `why`: what a wait
+  // does when it passes its timeout, before it gives up.
+  void LogDebugDump(const std::string& why);
+  const std::string& job() const { return options_.job; }
+
   // EngineSink
   void OnMessage(PeerKey from, std::unique_ptr<InMessage> msg) override;
   void OnDuplicateControl(PeerKey from, const InMessage& msg) override;
@@ -147,6 +170,22 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   void Leave(std::chrono::milliseconds grace);
   // The call-deadline timer: the early calls' grace, then the deadlines.
   void ExpireCalls();
+  // What a thread of the application waits for in this worker now (one
+  // at a time is shown; DebugDump reads it).
+  enum class Waiting {
+    kNothing,
+    kStart,     // a static job's start: every rank to join
+    kWorkers,   // WaitForWorkers(waiting_for_)
+    kOwnCalls,  // shutdown: this worker's own calls, before the barrier
+    kBarrier,   // shutdown: the job-wide barrier
+    kServing,   // the leave: the calls this worker serves
+  };
+  // Sets waiting_ for the life of one wait.
+  class WaitingFor;
+  // DebugDump's pieces (agent_debug.cc).
+  nlohmann::json DumpWorker();
+  nlohmann::json DumpJob();
+  std::map<uint64_t, std::string> NamesById();
 
   AgentOptions options_;
   std::unique_ptr<Engine> engine_;
@@ -171,6 +210,9 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   std::set<int32_t> joined_ranks_;   // ever joined (leaving does not undo it)
   std::set<int32_t> arrived_ranks_;  // reached the shutdown barrier
   Status barrier_broken_;            // the first member lost before arriving
+
+  std::atomic<Waiting> waiting_{Waiting::kNothing};
+  std::atomic<size_t> waiting_for_{0};  // kWorkers: how many
 };
 
 }  // namespace ferry

@@ -33,6 +33,11 @@ unsigned Executor::threads() {
   return static_cast<unsigned>(threads_.size());
 }
 
+Executor::Load Executor::load() {
+  std::lock_guard<std::mutex> l(mu_);
+  return Load{queue_.size(), static_cast<unsigned>(threads_.size()), idle_, blocked_};
+}
+
 void Executor::Post(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -44,6 +44,13 @@ class Executor {
   };
   // Threads started so far (tests).
   unsigned threads();
+  // What the debug dump shows: work queued and not started, and the
+  // threads (all, idle, blocked in a nested wait).
+  struct Load {
+    size_t queued = 0;
+    unsigned threads = 0, idle = 0, blocked = 0;
+  };
+  Load load();
 
  private:
   void Main();

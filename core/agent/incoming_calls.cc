@@ -3,6 +3,8 @@
 
 #include "common/log.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 
 namespace ferry {
@@ -22,6 +24,18 @@ class CurrentCall {
  private:
   const CallState* prev_;
 };
+
+int64_t NowNs() {
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+  return ns == 0 ? 1 : ns;  // 0 means "not started"
+}
+
+int64_t MsSince(std::chrono::steady_clock::time_point t,
+                std::chrono::steady_clock::time_point now) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count();
+}
 
 // Why a call whose caller gave up is dropped unrun.
 Status GivenUp(const CallState& st, const std::string& function) {
@@ -155,15 +169,12 @@ void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
   call->kind_ = req.call_kind;
   call->rref_ = req.rref;
   call->caller_name_ = w_.members.NameOf(from.id);
-  call->state_ = std::make_shared<CallState>();
+  call->state_ = NewCallState(*call, std::chrono::steady_clock::now());
   if (req.timeout_ms != 0) {
     call->state_->deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(req.timeout_ms);
+        call->state_->arrived + std::chrono::milliseconds(req.timeout_ms);
   }
-  {
-    std::lock_guard<std::mutex> l(live_mu_);
-    live_[LiveKey{from.id, req.call_id}] = call->state_;
-  }
+  AddLive(call->state_);
   if (req.call_kind == wire::CallKind::kRemote) {
     Respond(from, req.call_id, Status::Ok(), nullptr);
   }
@@ -211,7 +222,9 @@ void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call,
   if (!entry.may_block && !on_executor) {
     std::shared_ptr<CallState> st = call->state_;
     CurrentCall current(st.get());
+    st->started_ns.store(NowNs());
     (*entry.fn)(std::move(call), std::move(args));
+    st->handler_returned.store(true);
     return;
   }
   executor_->Post([this, fn = std::move(entry.fn), c = call.release(),
@@ -228,7 +241,9 @@ void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call,
       return;
     }
     CurrentCall current(st.get());
+    st->started_ns.store(NowNs());
     (*fn)(std::move(queued), std::move(*v));
+    st->handler_returned.store(true);
   });
 }
 
@@ -269,14 +284,74 @@ void IncomingCalls::RunLocal(uint64_t call_id, const wire::Request& req, Value a
   call->kind_ = wire::CallKind::kRpc;
   call->caller_name_ = w_.options.name;
   call->local_reply_ = std::move(reply);
-  call->state_ = std::make_shared<CallState>();
+  call->state_ = NewCallState(*call, std::chrono::steady_clock::now());
   call->state_->deadline = deadline;
-  {
-    std::lock_guard<std::mutex> l(live_mu_);
-    live_[LiveKey{self.id, call_id}] = call->state_;
-  }
+  AddLive(call->state_);
   serving_.fetch_add(1);
   Run(std::move(entry), std::move(call), std::move(args), /*on_executor=*/true);
+}
+
+std::shared_ptr<CallState> IncomingCalls::NewCallState(
+    const IncomingCall& call, std::chrono::steady_clock::time_point now) {
+  auto st = std::make_shared<CallState>();
+  st->caller_id = call.from_.id;
+  st->call_id = call.call_id_;
+  st->caller_name = call.caller_name_;
+  st->function = call.function_;
+  st->arrived = now;
+  return st;
+}
+
+void IncomingCalls::AddLive(const std::shared_ptr<CallState>& state) {
+  std::lock_guard<std::mutex> l(live_mu_);
+  live_[LiveKey{state->caller_id, state->call_id}] = state;
+}
+
+nlohmann::json IncomingCalls::DebugDump() {
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t now_ns = NowNs();
+  nlohmann::json out;
+  nlohmann::json calls = nlohmann::json::array();
+  {
+    std::lock_guard<std::mutex> l(live_mu_);
+    for (const auto& [key, st] : live_) {
+      const int64_t started = st->started_ns.load();
+      nlohmann::json c = {
+          {"caller", st->caller_name.empty() ? "#" + std::to_string(st->caller_id)
+                                             : st->caller_name},
+          {"caller_id", st->caller_id},
+          {"call_id", st->call_id},
+          {"function", st->function},
+          {"age_ms", MsSince(st->arrived, now)},
+          {"state", started == 0                  ? "queued"
+                    : st->handler_returned.load() ? "answer pending"
+                                                  : "running"},
+          {"cancelled", st->cancelled.load()},
+      };
+      if (started != 0) c["running_ms"] = (now_ns - started) / 1000000;
+      c["deadline_in_ms"] = st->has_deadline()
+                                ? nlohmann::json(-MsSince(st->deadline, now))
+                                : nlohmann::json(nullptr);
+      calls.push_back(std::move(c));
+    }
+  }
+  out["calls"] = std::move(calls);
+  nlohmann::json early = nlohmann::json::array();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const EarlyCall& c : early_calls_) {
+      early.push_back({{"caller_id", c.from.id}, {"function", c.function}});
+    }
+  }
+  out["held_for_registration"] = std::move(early);
+  if (executor_) {
+    const Executor::Load load = executor_->load();
+    out["executor"] = {{"queued", load.queued},
+                       {"threads", load.threads},
+                       {"idle", load.idle},
+                       {"blocked_in_nested_waits", load.blocked}};
+  }
+  return out;
 }
 
 void IncomingCalls::CancelLocal(uint64_t call_id) {

@@ -14,6 +14,8 @@
 #include "wire/messages.h"
 #include "wire/value.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -37,6 +39,19 @@ struct CallState {
   std::chrono::steady_clock::time_point deadline =
       std::chrono::steady_clock::time_point::max();  // max: none
   std::atomic<bool> cancelled{false};
+  // What the debug dump (IncomingCalls::DebugDump) and a nested call's
+  // record of its parent (OutgoingCalls) say of the call: set when it
+  // arrives, before the state is shared.
+  uint64_t caller_id = 0;
+  uint64_t call_id = 0;
+  std::string caller_name;
+  std::string function;
+  std::chrono::steady_clock::time_point arrived{};
+  // When its handler started (steady_clock nanoseconds; 0: still queued),
+  // and whether the handler returned without answering (an async handler:
+  // the answer comes later, from elsewhere).
+  std::atomic<int64_t> started_ns{0};
+  std::atomic<bool> handler_returned{false};
   bool has_deadline() const {
     return deadline != std::chrono::steady_clock::time_point::max();
   }
@@ -121,6 +136,11 @@ class IncomingCalls {
 
   // Calls received and not answered yet.
   int serving() const { return serving_.load(); }
+  // For the debug dump (agent.h, DebugDump): every call received and not
+  // answered yet (caller, function, age, queued or running and for how
+  // long), the calls held for a function not registered yet, and the
+  // executor's queue. Takes this part's locks one at a time.
+  nlohmann::json DebugDump();
   // Shutdown, last: runs what the executor has queued, then joins it.
   void StopExecutor() { executor_.reset(); }
 
@@ -152,6 +172,11 @@ class IncomingCalls {
   void ServeFetch(PeerKey from, const wire::Request& req);
   // Runs the handler now, or on the executor if it may block (or
   // `on_executor`).
+  // A served call's state, naming it (caller, call id, function, arrival).
+  static std::shared_ptr<CallState> NewCallState(
+      const IncomingCall& call, std::chrono::steady_clock::time_point now);
+  // Records the served call in live_ (what CANCEL and DebugDump reach).
+  void AddLive(const std::shared_ptr<CallState>& state);
   void Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call, Value args,
            bool on_executor = false);
   // Dispatches again the early calls for `function` (all of them with an

@@ -4,6 +4,8 @@
 #include "agent/incoming_calls.h"
 #include "common/log.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 
 namespace ferry {
@@ -93,6 +95,7 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
   pc.to_name = to;
   pc.deadline = deadline;
   pc.on_settled = std::move(on_settled);
+  Describe(pc, req.function);
   uint64_t call_id;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -121,6 +124,48 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
   return future;
 }
 
+void OutgoingCalls::Describe(PendingCall& pc, const std::string& function) {
+  pc.function = function;
+  pc.started = steady_clock::now();
+  if (const CallState* served = IncomingCalls::Current()) {
+    pc.parent_caller = served->caller_name.empty()
+                           ? "#" + std::to_string(served->caller_id)
+                           : served->caller_name;
+    pc.parent_function = served->function;
+    pc.parent_call_id = served->call_id;
+  }
+}
+
+nlohmann::json OutgoingCalls::DebugDump() {
+  const auto now = steady_clock::now();
+  auto ms = [](steady_clock::duration d) {
+    return std::chrono::duration_cast<milliseconds>(d).count();
+  };
+  nlohmann::json calls = nlohmann::json::array();
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [call_id, pc] : calls_) {
+    nlohmann::json c = {
+        {"call_id", call_id},
+        {"to", pc.to_name},
+        {"to_id", pc.to},
+        {"function", pc.function},
+        {"age_ms", ms(now - pc.started)},
+        {"deadline_in_ms", ms(pc.deadline - now)},
+        {"state", pc.local     ? "running here (a call to this worker itself)"
+                  : pc.to == 0 ? "waiting for a worker of that name to join"
+                  : pc.unsent  ? "not sent yet"
+                               : "sent, waiting for the reply"},
+    };
+    if (!pc.parent_function.empty()) {
+      c["made_by"] = {{"caller", pc.parent_caller},
+                      {"function", pc.parent_function},
+                      {"call_id", pc.parent_call_id}};
+    }
+    calls.push_back(std::move(c));
+  }
+  return calls;
+}
+
 void OutgoingCalls::SetLocal(LocalDispatch dispatch,
                              std::function<void(uint64_t call_id)> cancel) {
   local_dispatch_ = std::move(dispatch);
@@ -137,6 +182,7 @@ std::shared_ptr<Future> OutgoingCalls::StartLocal(std::shared_ptr<Future> future
   pc.to_name = to;
   pc.deadline = deadline;
   pc.local = true;
+  Describe(pc, req.function);
   uint64_t call_id;
   {
     std::lock_guard<std::mutex> l(mu_);

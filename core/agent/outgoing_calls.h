@@ -11,6 +11,8 @@
 #include "wire/messages.h"
 #include "wire/value.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -57,6 +59,10 @@ class OutgoingCalls {
   // is not called: the RRef context has been shut down first).
   void CancelAll(const Status& why);
   size_t size();
+  // For the debug dump (agent.h, DebugDump): every pending call (callee,
+  // function, age, deadline, whether it was sent, and the served call it
+  // was made from when it is a nested call). Takes this part's lock.
+  nlohmann::json DebugDump();
   // NOT_FOUND for a name no member of this static job has, listing them.
   Status UnknownInStaticJob(const std::string& to) const;
 
@@ -70,7 +76,17 @@ class OutgoingCalls {
     std::vector<wire::RRefRef> forks;    // to undo if never sent
     OnSettled on_settled;                // remote(): confirm/abandon
     bool local = false;                  // to this worker itself
+    // For the debug dump: what was called, when, and from which served
+    // call (a nested call: parent_function is not empty).
+    std::string function;
+    std::chrono::steady_clock::time_point started;
+    std::string parent_caller;
+    std::string parent_function;
+    uint64_t parent_call_id = 0;
   };
+  // Fills the debug dump's fields of `pc` (the served call running on this
+  // thread, if any, is its parent).
+  static void Describe(PendingCall& pc, const std::string& function);
 
   // The request message for `pc`, encoded now if its destination is known,
   // else made to encode itself once it is (OutMessage::deferred).

@@ -8,11 +8,15 @@
 #include "common/log.h"
 #include "loader/plugin_loader.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 using ferry::Agent;
@@ -41,6 +45,22 @@ struct ferry_message {
 };
 
 namespace {
+
+// `auto` skips a plugin file that does not load; it says so once per file
+// and process, at warning level (a broken install should not look like a
+// transport that is merely absent). Plugins that load but cannot run here
+// (no GPU, no EFA device) are not broken and say nothing.
+void WarnOnceOfBrokenPlugins(const std::vector<ferry::LoadRecord>& records) {
+  static std::mutex mu;
+  static std::set<std::string>* warned = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  for (const ferry::LoadRecord& r : records) {
+    if (r.loaded || r.filtered || !warned->insert(r.path).second) continue;
+    FERRY_LOG(FERRY_LOG_WARN, "loader",
+              "transport 'auto' skipped " + r.path + ": " + r.reason +
+                  " (`ferry info` lists every plugin and why it does not load)");
+  }
+}
 
 std::string EnvOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -231,6 +251,7 @@ ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_
       for (const auto& p : loader.LoadAll()) {
         if (p->name() != "chaos") ao.transports.push_back(p->name());
       }
+      WarnOnceOfBrokenPlugins(loader.records());
     } else {
       std::stringstream ss(transport);
       std::string item;
@@ -389,6 +410,27 @@ ferry_status_t ferry_worker_members(ferry_worker_t* w, ferry_member_t* out,
       c.rank = keep[i].rank;
       std::memcpy(reinterpret_cast<char*>(out) + i * stride, &c, stride);
     }
+    return Ok();
+  })
+}
+
+ferry_status_t ferry_worker_debug_dump(ferry_worker_t* w, char* buf, uint64_t cap,
+                                       uint64_t* len) {
+  FERRY_API_GUARD({
+    if (w == nullptr || len == nullptr || (cap > 0 && buf == nullptr)) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_worker_debug_dump: worker and len are required, and buf when "
+                  "cap > 0");
+    }
+    const std::string text = w->agent->DebugDump().dump(2);
+    *len = text.size();
+    if (cap < text.size() + 1) {
+      return Fail(FERRY_RESOURCE_EXHAUSTED,
+                  "ferry_worker_debug_dump: the dump is " + std::to_string(text.size()) +
+                      " bytes and the buffer holds " + std::to_string(cap) +
+                      ": call again with cap >= len + 1");
+    }
+    std::memcpy(buf, text.c_str(), text.size() + 1);
     return Ok();
   })
 }

@@ -42,6 +42,8 @@
 #include "transport/transport.h"
 #include "wire/messages.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -178,6 +180,10 @@ class Engine : private ProgressDriver::Pump {
     uint64_t staged_bytes = 0;
   };
   Stats stats() const;
+  // For the debug dump (agent.h, DebugDump): transports, peers (state,
+  // transport, last heard, queued messages), connections mid-handshake and
+  // the store's (debug_dump.cc). Takes the engine's lock once.
+  nlohmann::json DebugDump() const;
 
  private:
   using Action = std::function<void()>;

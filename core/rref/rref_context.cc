@@ -3,6 +3,8 @@
 
 #include "common/log.h"
 
+#include <nlohmann/json.hpp>
+
 namespace ferry {
 namespace {
 constexpr const char* kLog = "rref";
@@ -506,6 +508,61 @@ RRefContext::Stats RRefContext::stats() {
   s.pending_children = pending_children_.size();
   s.pending_controls = pending_controls_.size();
   return s;
+}
+
+nlohmann::json RRefContext::DebugDump(const std::map<uint64_t, std::string>& names) {
+  auto who = [&](uint64_t id) {
+    auto it = names.find(id);
+    return it != names.end() && !it->second.empty() ? it->second
+                                                    : "#" + std::to_string(id);
+  };
+  static const char* const kKinds[] = {"?", "fork request", "owner ack", "child accept",
+                                       "user delete"};
+  const auto now = std::chrono::steady_clock::now();
+  nlohmann::json owned = nlohmann::json::array(), held = nlohmann::json::array(),
+                 children = nlohmann::json::array(), controls = nlohmann::json::array();
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [rref, o] : owners_) {
+    nlohmann::json forks = nlohmann::json::array();
+    for (const auto& [fork, holder] : o.forks) {
+      forks.push_back({{"fork", fork.ToString()}, {"holder", who(holder)}});
+    }
+    owned.push_back(
+        {{"rref", rref.ToString()},
+         {"value", o.ready ? (o.status.ok() ? "ready" : "failed") : "being computed"},
+         {"local_handles", o.local_handles},
+         {"users", std::move(forks)},
+         {"waiting_for_value", o.waiters.size()}});
+  }
+  for (const auto& [key, u] : users_) {
+    held.push_back({{"rref", key.first.ToString()},
+                    {"fork", key.second.ToString()},
+                    {"owner", who(u.owner)},
+                    {"forked_by", who(u.parent)},
+                    {"confirmed_by_owner", u.confirmed},
+                    {"handle_alive", u.handle_alive},
+                    {"pending_children", u.pending_children}});
+  }
+  for (const auto& [fork, c] : pending_children_) {
+    children.push_back({{"rref", c.rref.ToString()},
+                        {"child_fork", fork.ToString()},
+                        {"parent_fork", c.parent_fork.ToString()},
+                        {"sent_to", who(c.to)}});
+  }
+  for (const auto& [key, c] : pending_controls_) {
+    const auto kind = static_cast<size_t>(c.msg.kind);
+    controls.push_back(
+        {{"to", who(c.to)},
+         {"control_id", c.msg.control_id},
+         {"kind", kind < sizeof kKinds / sizeof kKinds[0] ? kKinds[kind] : "?"},
+         {"rref", c.msg.rref.ToString()},
+         {"last_sent_ms_ago",
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - c.sent).count()}});
+  }
+  return {{"owned", std::move(owned)},
+          {"held", std::move(held)},
+          {"pending_children", std::move(children)},
+          {"unacknowledged_controls", std::move(controls)}};
 }
 
 }  // namespace ferry

@@ -24,6 +24,8 @@
 #include "wire/messages.h"
 #include "wire/value.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <chrono>
 #include <functional>
 #include <map>
@@ -127,6 +129,13 @@ class RRefContext : public std::enable_shared_from_this<RRefContext> {
     uint64_t owned = 0, users = 0, pending_children = 0, pending_controls = 0;
   };
   Stats stats();
+  // For the debug dump (agent.h, DebugDump): the RRefs owned here (value
+  // ready or not, local handles, the forks the owner knows and who holds
+  // each), the forks held here (owner, parent, confirmed), the children
+  // forked and not confirmed yet (G2), and the control messages not
+  // acknowledged yet. Workers are named through `names` (id -> name; an id
+  // it lacks reads "#<id>").
+  nlohmann::json DebugDump(const std::map<uint64_t, std::string>& names);
 
  private:
   friend class RRefHandle;

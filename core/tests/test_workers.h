@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <spawn.h>
 #include <unistd.h>
 
@@ -127,6 +128,30 @@ inline pid_t SpawnPiped(const char* path, std::vector<std::string> args,
   *to_stdin = in[1];
   *from_stdout = out[0];
   return pid;
+}
+
+// Reads `fd` (appending to `*buf`, which keeps what follows) until a line
+// starting with `prefix` arrives; returns it, or "" at `limit` or EOF.
+inline std::string ExpectLine(int fd, std::string* buf, const std::string& prefix,
+                              std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    size_t nl;
+    while ((nl = buf->find('\n')) != std::string::npos) {
+      std::string line = buf->substr(0, nl);
+      buf->erase(0, nl + 1);
+      if (line.rfind(prefix, 0) == 0) return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return "";
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
+    char tmp[512];
+    const ssize_t n = read(fd, tmp, sizeof tmp);
+    if (n <= 0) return "";
+    buf->append(tmp, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace ferry_test

@@ -543,6 +543,31 @@ uint32_t ferry_inventory_num_failures(const ferry_inventory_t* inv);
 ferry_status_t ferry_inventory_failure(const ferry_inventory_t* inv, uint32_t i,
                                        ferry_load_failure_t* out);
 
+/* ------------------------------------------------------------------------ */
+/* Debugging a job that hangs (docs/debugging.md)                            */
+/* ------------------------------------------------------------------------ */
+
+/* 0.3. What worker `w` is doing, as JSON text (UTF-8, NUL-terminated): its
+ * identity; the calls it waits for (callee, function, age, deadline, and
+ * the served call a nested call was made from); the calls it serves
+ * (caller, function, queued or running and for how long); the RRefs it
+ * owns (with their users and pending forks) and holds; its peers (state,
+ * transport, last heard) and transports; in a static job, the start's and
+ * the shutdown barrier's state; and "blocked_on", a list of sentences
+ * ("the shutdown barrier waits for 'w2' (rank 2)", "handler 'f' (called by
+ * 'w0') waits on its call to w3.g ..."). docs/debugging.md describes every
+ * field. Works at any time, also after shutdown; takes no lock for long.
+ * `len` (required) is set to the text's length without the NUL. When `cap`
+ * is at least that length + 1 the text is written to `buf` (borrowed, `cap`
+ * bytes); otherwise nothing is written and FERRY_RESOURCE_EXHAUSTED is
+ * returned: call again with a larger buffer (the dump may have grown
+ * meanwhile; `buf` may be NULL with `cap` 0 to ask for the length). The
+ * same dump goes to the log when a shutdown or a wait passes its timeout,
+ * and to stderr (and FERRY_DEBUG_DIR) on the debug-dump signal, SIGUSR1 by
+ * default (FERRY_DEBUG_SIGNAL; docs/debugging.md). */
+ferry_status_t ferry_worker_debug_dump(ferry_worker_t* w, char* buf, uint64_t cap,
+                                       uint64_t* len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -429,6 +429,20 @@ class Worker {
         },
         state_->member_fns.back().get()));
   }
+  // What this worker is doing, as JSON text (ferry_worker_debug_dump;
+  // docs/debugging.md).
+  std::string DebugDump() {
+    std::string text(16384, '\0');
+    uint64_t len = 0;
+    ferry_status_t s;
+    while ((s = ferry_worker_debug_dump(w_, text.data(), text.size(), &len)) ==
+           FERRY_RESOURCE_EXHAUSTED) {
+      text.resize(len + len / 2 + 1);  // it may grow between the calls
+    }
+    Check(s);
+    text.resize(len);
+    return text;
+  }
   ferry_worker_stats_t Stats() {
     ferry_worker_stats_t s{};
     s.struct_size = FERRY_WORKER_STATS_STRUCT_SIZE;
