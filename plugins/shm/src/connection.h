@@ -19,6 +19,7 @@
 #include "doorbell.h"
 #include "event_sink.h"
 #include "fifo.h"
+#include "message_record.h"
 #include "pollable.h"
 #include "ring.h"
 #include "segment.h"
@@ -104,15 +105,6 @@ class Conn {
     kFailed,  // set-up failed: CONNECTED carried the error
   };
   enum class Rx { kIdle, kHeld, kPlacing, kSkipping };
-
-  // Where one arriving segment's bytes are and go.
-  struct InSegment {
-    uint64_t length = 0;
-    uint32_t mode = 0;        // kSeg*
-    uint64_t address = 0;     // kSegCma: in the sender
-    uint8_t* dest = nullptr;  // placed destination, nullptr = drop
-    uint64_t done = 0;        // bytes placed or skipped
-  };
 
   Conn(Context* ctx, bool outbound, const std::string& path);
   const Config& config() const;
