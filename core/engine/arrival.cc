@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "engine/connection.h"
 #include "engine/engine.h"
+#include "engine/handshake_step.h"
 #include "engine/peer.h"
 
 #include <cstring>
@@ -14,11 +15,6 @@ namespace ferry {
 namespace {
 
 constexpr const char* kLog = "engine";
-
-bool IsHandshake(wire::Kind k) {
-  return k == wire::Kind::kHello || k == wire::Kind::kChallenge ||
-         k == wire::Kind::kAuth || k == wire::Kind::kReady || k == wire::Kind::kReject;
-}
 
 bool IsStoreKind(wire::Kind k) {
   return k == wire::Kind::kStoreJoin || k == wire::Kind::kStoreJoined ||

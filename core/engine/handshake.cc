@@ -16,6 +16,7 @@
 #include "engine/auth.h"
 #include "engine/connection.h"
 #include "engine/engine.h"
+#include "engine/handshake_step.h"
 #include "engine/peer.h"
 #include "engine/route.h"
 
@@ -49,39 +50,30 @@ void Engine::OnConnected(Conn* c, const ferry_event_t& ev, std::vector<Action>* 
 
 void Engine::OnHandshake(Conn* c, const InMessage& msg, std::vector<Action>* actions) {
   wire::Reader r(msg.body.data(), msg.body.size());
-  const wire::Kind kind = msg.envelope.kind;
-  if (kind == wire::Kind::kReject) {
-    wire::Reject reject;
-    wire::DecodeReject(r, &reject);  // a short REJECT still refuses
-    OnReject(c, reject, actions);
-    return;
+  switch (NextHandshakeStep(msg.envelope.kind, c->state)) {
+    case HandshakeStep::kReject: {
+      wire::Reject reject;
+      wire::DecodeReject(r, &reject);  // a short REJECT still refuses
+      OnReject(c, reject, actions);
+      return;
+    }
+    case HandshakeStep::kHello:
+      OnHello(c, r, actions);
+      return;
+    case HandshakeStep::kChallenge:
+      OnChallenge(c, r, actions);
+      return;
+    case HandshakeStep::kAuth:
+      OnAuth(c, r, actions);
+      return;
+    case HandshakeStep::kReady:
+      MakeReady(c, actions);
+      return;
+    case HandshakeStep::kDuplicate:
+      return;
+    case HandshakeStep::kOutOfOrder:
+      break;
   }
-  if (kind == wire::Kind::kHello && c->state == Conn::State::kAwaitHello) {
-    OnHello(c, r, actions);
-    return;
-  }
-  if (kind == wire::Kind::kChallenge && c->state == Conn::State::kHelloSent) {
-    OnChallenge(c, r, actions);
-    return;
-  }
-  if (kind == wire::Kind::kAuth && c->state == Conn::State::kChallengeSent) {
-    OnAuth(c, r, actions);
-    return;
-  }
-  if (kind == wire::Kind::kReady && c->state == Conn::State::kAuthSent) {
-    MakeReady(c, actions);
-    return;
-  }
-  // A transport may deliver a message twice: a handshake message for a step
-  // this connection has already passed is a duplicate, not an attack.
-  const bool duplicate =
-      (kind == wire::Kind::kHello &&
-       (c->state == Conn::State::kChallengeSent || c->state == Conn::State::kReady)) ||
-      (kind == wire::Kind::kChallenge &&
-       (c->state == Conn::State::kAuthSent || c->state == Conn::State::kReady)) ||
-      (kind == wire::Kind::kAuth && c->state == Conn::State::kReady) ||
-      (kind == wire::Kind::kReady && c->state == Conn::State::kReady);
-  if (duplicate) return;
   ++stats_.refused;
   RejectAndClose(c, FERRY_FAILED_PRECONDITION, "handshake message out of order", actions);
 }
