@@ -216,6 +216,42 @@ TEST(WireTest, ACountLargerThanTheMessageFailsBeforeAllocating) {
   EXPECT_TRUE(v.tensors.empty());
 }
 
+// Found by fuzz/wire_fuzzer.cc (fuzz/regressions/wire/): a device type no
+// DLPack device has, read into a DLDeviceType, was undefined behaviour.
+TEST(WireTest, ATensorOnADeviceDLPackDoesNotHaveIsRefused) {
+  for (int64_t device_type : {0, 14, 0x1000000, -1}) {
+    SCOPED_TRACE(device_type);
+    std::vector<uint8_t> buf;
+    Le(&buf, 0, 4);         // value bytes: empty
+    Le(&buf, 1, 4);         // one tensor
+    Le(&buf, kDLFloat, 1);  // dtype code
+    Le(&buf, 32, 1);        // bits
+    Le(&buf, 1, 2);         // lanes
+    Le(&buf, static_cast<uint32_t>(device_type), 4);
+    Le(&buf, 0, 4);  // device id
+    Le(&buf, 1, 4);  // ndim
+    Le(&buf, 1, 8);  // shape
+    Le(&buf, 4, 8);  // nbytes
+    Le(&buf, 0, 4);  // rrefs: none
+    Reader r(buf.data(), buf.size());
+    ValueMeta v;
+    EXPECT_FALSE(Get(r, &v));
+  }
+  std::vector<uint8_t> ok;
+  Writer w(&ok);
+  ValueMeta managed;
+  TensorMeta t;
+  t.dtype = {kDLFloat, 32, 1};
+  t.device = {kDLCUDAManaged, 0};
+  t.shape = {1};
+  t.nbytes = 4;
+  managed.tensors.push_back(t);
+  Put(w, managed);
+  Reader r(ok.data(), ok.size());
+  ValueMeta back;
+  EXPECT_TRUE(Get(r, &back));
+}
+
 // The store messages of a static job carry the job (world_size, ranks,
 // departed members, arrivals) after the fields an older worker reads, so
 // each side reads the other's older form as an elastic job.

@@ -129,7 +129,13 @@ bool GetTensor(Reader& r, TensorMeta* t) {
   t->dtype.code = r.U8();
   t->dtype.bits = r.U8();
   t->dtype.lanes = r.U16();
-  t->device.device_type = static_cast<DLDeviceType>(r.I32());
+  // A device type outside DLPack's codes would be undefined behaviour
+  // wherever the enum is read (the agent's routing switches on it): a peer's
+  // lie is refused here, before it becomes a DLDeviceType (found by
+  // fuzz/wire_fuzzer.cc; docs/fuzzing.md).
+  const int32_t device_type = r.I32();
+  if (device_type < kDLCPU || device_type > kDLCUDAManaged) return false;
+  t->device.device_type = static_cast<DLDeviceType>(device_type);
   t->device.device_id = r.I32();
   const uint32_t ndim = r.Count(8);
   if (ndim > kMaxDims) return false;
