@@ -15,6 +15,7 @@ packages=(
   libtensorpipe-dev         # bench: TensorPipe's shm transport beside the shm plugin
   binutils                  # nm, to check plugins export one symbol
   clang-format              # the tree's style (.clang-format, scripts/format.sh)
+  clang libfuzzer-14-dev    # fuzz targets under ASan+UBSan (scripts/fuzz.sh, ctest fuzz.smoke)
   iproute2 procps           # ip netns, ps/kill in process tests
   python3 python3-dev pybind11-dev     # Python bindings (bindings/python)
   python3-numpy python3-pytest python3-torch python3-venv python3-pip
