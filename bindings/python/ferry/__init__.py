@@ -21,8 +21,8 @@ import numpy  # noqa: F401  (import order; see above)
 
 from . import functions, futures
 from ._options import BackendType, RpcBackendOptions, TensorPipeRpcBackendOptions
-from ._agent import (CurrentCall, Raw, WorkerInfo, current_call, get_worker_info, init_rpc,
-                     is_available, on_join, on_leave, on_membership, register, remote,
+from ._agent import (CurrentCall, Raw, WorkerInfo, current_call, debug_dump, get_worker_info,
+                     init_rpc, is_available, on_join, on_leave, on_membership, register, remote,
                      rpc_async, rpc_sync, shutdown, stats, store_address, wait_for_workers,
                      workers)
 from ._errors import (AuthenticationError, CancelledError, DeadlineExceededError, FerryError,
@@ -40,7 +40,8 @@ __all__ = [
     "get_worker_info", "is_available", "workers", "wait_for_workers", "on_membership",
     "on_join", "on_leave", "current_call", "CurrentCall",
     "zero_copy",
-    "stats", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions", "futures",
+    "stats", "debug_dump", "store_address", "WorkerInfo", "RRef", "Future", "Raw", "functions",
+    "futures",
     "BackendType", "RpcBackendOptions", "TensorPipeRpcBackendOptions",
     "FerryError", "PeerGoneError", "DeadlineExceededError", "NotFoundError",
     "InvalidArgumentError", "CancelledError", "NotInitializedError", "AuthenticationError",

@@ -15,6 +15,7 @@ ferry.register(): its payload is raw (bytes and tensors, see Raw).
 import atexit
 import collections
 import io
+import json
 import os
 import threading
 import time
@@ -649,3 +650,15 @@ def is_available():
 def stats():
     """Counters of this worker (RRefs, pending calls, refused connections)."""
     return current().stats()
+
+
+def debug_dump(as_text=False):
+    """What this worker is doing, for finding out why a job hangs
+    (docs/debugging.md): a dict (the JSON text with as_text=True) with the
+    calls it waits for and serves, its RRefs, peers, transports, a static
+    job's barrier, and "blocked_on": what it waits for, in words. Calls of
+    Python functions show as function "ferry.py.call" (their name travels
+    pickled). The same dump goes to stderr on SIGUSR1 (FERRY_DEBUG_SIGNAL)
+    and to the log when shutdown() or wait_for_workers() times out."""
+    text = current().debug_dump()
+    return text if as_text else json.loads(text)

@@ -556,6 +556,23 @@ class WorkerHandle {
     return std::make_shared<RRefHandle>(r);
   }
 
+  // ferry_worker_debug_dump: the JSON text (docs/debugging.md).
+  std::string DebugDump() const {
+    std::string text(16384, '\0');
+    uint64_t len = 0;
+    ferry_status_t s;
+    {
+      py::gil_scoped_release nogil;
+      while ((s = ferry_worker_debug_dump(get(), text.data(), text.size(), &len)) ==
+             FERRY_RESOURCE_EXHAUSTED) {
+        text.resize(len + len / 2 + 1);  // it may grow between the calls
+      }
+    }
+    Check(s);
+    text.resize(len);
+    return text;
+  }
+
   py::dict Stats() const {
     ferry_worker_stats_t st{};
     st.struct_size = FERRY_WORKER_STATS_STRUCT_SIZE;
@@ -746,7 +763,8 @@ PYBIND11_MODULE(_ferry, m) {
       .def("rpc_async", &WorkerHandle::RpcAsync)
       .def("remote", &WorkerHandle::Remote)
       .def("create_rref", &WorkerHandle::CreateRRef)
-      .def("stats", &WorkerHandle::Stats);
+      .def("stats", &WorkerHandle::Stats)
+      .def("debug_dump", &WorkerHandle::DebugDump);
 
   m.attr("FOREVER") = kForever;
   // The C headers' constants, so that the Python layer never copies them.
