@@ -142,7 +142,8 @@ INSTANTIATE_TEST_SUITE_P(
                 FERRY_OK,
                 {"ferry_transport_negotiate"},
                 {"FERRY_TRANSPORT_EXPORT", "ferry_add_transport_plugin", "export"}},
-        Refusal{"fx_garbage", FERRY_OK, {"dynamic loader"}, kActions}),
+        Refusal{"fx_garbage", FERRY_OK, {"dynamic loader"}, kActions},
+        Refusal{"fx_bad_name", FERRY_INVALID_ARGUMENT, {"name", "Bad Name/1"}, {"fix"}}),
     [](const ::testing::TestParamInfo<Refusal>& p) {
       return std::string(p.param.fixture);
     });
@@ -219,7 +220,8 @@ TEST(LoaderRefusal, LoadAllKeepsGoodOnesAndRecordsTheRest) {
   std::set<std::string> names;
   for (const auto& p : loader.LoadAll()) names.insert(p->name());
   EXPECT_EQ(names, (std::set<std::string>{"fx_device_no_services", "fx_init_fails",
-                                          "fx_init_throws", "fx_optional_missing"}));
+                                          "fx_init_throws", "fx_optional_missing",
+                                          "fx_renamed"}));
   int refused = 0;
   for (const LoadRecord& r : loader.records()) {
     if (!r.loaded) {
@@ -227,9 +229,9 @@ TEST(LoaderRefusal, LoadAllKeepsGoodOnesAndRecordsTheRest) {
       EXPECT_FALSE(r.reason.empty()) << r.path;
     }
   }
-  EXPECT_EQ(refused, 8) << "wrong_major, no_overlap, bad_minor, null_vtable, "
-                           "null_required, short_vtable, no_entry, garbage, and "
-                           "nothing else";
+  EXPECT_EQ(refused, 9) << "wrong_major, no_overlap, bad_minor, null_vtable, "
+                           "null_required, short_vtable, no_entry, garbage, bad_name, "
+                           "and nothing else";
 }
 
 // ---- the runner given broken plugins ----
@@ -239,8 +241,8 @@ struct RunResult {
   std::string output;
 };
 
-RunResult RunConformance(const std::string& args) {
-  std::string cmd = std::string(FERRY_CONFORMANCE_EXE) + " " + args + " 2>&1";
+RunResult RunProgram(const char* exe, const std::string& args) {
+  std::string cmd = std::string(exe) + " " + args + " 2>&1";
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -249,6 +251,10 @@ RunResult RunConformance(const std::string& args) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
   r.wait_status = pclose(p);
   return r;
+}
+
+RunResult RunConformance(const std::string& args) {
+  return RunProgram(FERRY_CONFORMANCE_EXE, args);
 }
 
 std::string Tail(const std::string& s) {
@@ -324,6 +330,47 @@ TEST(RunnerOnBrokenPlugins, DeviceClaimWithoutMemoryServices) {
     EXPECT_TRUE(Mentions(r.output, "lacks mem_alloc, mem_free, mem_copy",
                          "the missing memory services"));
   }
+}
+
+TEST(LoaderRefusal, AFileNamedForAnotherNameLoadsWithAWarning) {
+  PluginLoader loader = FixtureLoader();
+  auto plugin = loader.Load(Fixture("fx_other_name"));
+  ASSERT_TRUE(plugin.ok()) << plugin.status().ToString();
+  EXPECT_EQ(plugin.value()->name(), "fx_renamed");
+  const std::string& warning = plugin.value()->warning();
+  EXPECT_TRUE(Mentions(warning, "fx_other_name", "the file's name"));
+  EXPECT_TRUE(Mentions(warning, "fx_renamed", "the declared name"));
+  EXPECT_TRUE(Mentions(warning, "rename", "what to do"));
+  EXPECT_EQ(loader.records().back().warning, warning);
+}
+
+TEST(LoaderRefusal, TheDynamicLoadersReasonWithoutLibraryInternals) {
+  PluginLoader loader = FixtureLoader();
+  auto garbage = loader.Load(Fixture("fx_garbage"));
+  ASSERT_FALSE(garbage.ok());
+  const std::string& m = garbage.status().message();
+  // glibc's words for a file that is no ELF object ("file too short",
+  // "invalid ELF header"), after the loader's own prefix.
+  EXPECT_TRUE(
+      m.find("the dynamic loader refused it: file too short") != std::string::npos ||
+      m.find("the dynamic loader refused it: invalid ELF header") != std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("boost"), std::string::npos) << m;
+  EXPECT_EQ(m.find("Bad file descriptor"), std::string::npos) << m;
+}
+
+TEST(FerryInfo, ExitsNonZeroForANamedPluginThatCannotRun) {
+  RunResult usable_no = RunProgram(FERRY_INFO_EXE, Fixture("fx_init_fails"));
+  ASSERT_TRUE(WIFEXITED(usable_no.wait_status)) << Tail(usable_no.output);
+  EXPECT_EQ(WEXITSTATUS(usable_no.wait_status), 1) << Tail(usable_no.output);
+  EXPECT_TRUE(Mentions(usable_no.output, "no fixture device", "the plugin's reason"));
+  RunResult refused = RunProgram(FERRY_INFO_EXE, Fixture("fx_bad_name"));
+  ASSERT_TRUE(WIFEXITED(refused.wait_status)) << Tail(refused.output);
+  EXPECT_EQ(WEXITSTATUS(refused.wait_status), 1) << Tail(refused.output);
+  RunResult fine = RunProgram(FERRY_INFO_EXE, Fixture("fx_other_name"));
+  ASSERT_TRUE(WIFEXITED(fine.wait_status)) << Tail(fine.output);
+  EXPECT_EQ(WEXITSTATUS(fine.wait_status), 0) << Tail(fine.output);
+  EXPECT_TRUE(Mentions(fine.output, "warning", "the loader's warning"));
 }
 
 }  // namespace

@@ -90,7 +90,8 @@ struct ferry_inventory {
   std::vector<std::shared_ptr<const ferry::Plugin>> plugins;
   std::deque<std::optional<Probe>> probes;  // one per plugin, once asked
   std::deque<ferry::LoadRecord> failures;
-  size_t records_seen = 0;  // of loader.records()
+  std::deque<ferry::LoadRecord> filtered;  // left out by FERRY_TRANSPORTS
+  size_t records_seen = 0;                 // of loader.records()
 
   // Lists the plugins not listed yet and the new failed loads; returns the
   // index of the last plugin given.
@@ -105,11 +106,51 @@ struct ferry_inventory {
     }
     const std::vector<ferry::LoadRecord>& records = loader.records();
     for (; records_seen < records.size(); ++records_seen) {
-      if (!records[records_seen].loaded) failures.push_back(records[records_seen]);
+      const ferry::LoadRecord& r = records[records_seen];
+      if (r.filtered) {
+        filtered.push_back(r);
+      } else if (!r.loaded) {
+        failures.push_back(r);
+      }
     }
     return static_cast<uint32_t>(at);
   }
 };
+
+namespace {
+
+// Entry i of one of the inventory's record lists (failures, filtered).
+ferry_status_t RecordOut(const ferry_inventory_t* inv,
+                         std::deque<ferry::LoadRecord> ferry_inventory::*list,
+                         const char* function, const char* what, uint32_t i,
+                         ferry_load_failure_t* out) {
+  FERRY_API_GUARD({
+    if (inv == nullptr || out == nullptr ||
+        out->struct_size < FERRY_STRUCT_SIZE(ferry_load_failure_t, reason)) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  std::string(function) +
+                      ": inventory and out needed, out->struct_size set to "
+                      "FERRY_LOAD_FAILURE_STRUCT_SIZE");
+    }
+    std::lock_guard<std::mutex> lock(inv->mu);
+    const std::deque<ferry::LoadRecord>& records = inv->*list;
+    if (i >= records.size()) {
+      return Fail(FERRY_OUT_OF_RANGE, std::string(function) + ": index " +
+                                          std::to_string(i) + " is past the " +
+                                          std::to_string(records.size()) + " " + what);
+    }
+    const ferry::LoadRecord& r = records[i];
+    ferry_load_failure_t f{};
+    f.struct_size = FERRY_LOAD_FAILURE_STRUCT_SIZE;
+    f.path = r.path.c_str();
+    f.name = r.name.c_str();
+    f.reason = r.reason.c_str();
+    CopyOut(f, out);
+    return Ok();
+  })
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -233,6 +274,7 @@ ferry_status_t ferry_inventory_plugin(ferry_inventory_t* inv, uint32_t i,
     info.priority = c.priority;
     info.domain = probe.domain.c_str();
     info.description = probe.description.c_str();
+    info.warning = p.warning().c_str();
     CopyOut(info, out);
     return Ok();
   })
@@ -246,30 +288,20 @@ uint32_t ferry_inventory_num_failures(const ferry_inventory_t* inv) {
 
 ferry_status_t ferry_inventory_failure(const ferry_inventory_t* inv, uint32_t i,
                                        ferry_load_failure_t* out) {
-  FERRY_API_GUARD({
-    if (inv == nullptr || out == nullptr ||
-        out->struct_size < FERRY_STRUCT_SIZE(ferry_load_failure_t, reason)) {
-      return Fail(
-          FERRY_INVALID_ARGUMENT,
-          "ferry_inventory_failure: inventory and out needed, out->struct_size set "
-          "to FERRY_LOAD_FAILURE_STRUCT_SIZE");
-    }
-    std::lock_guard<std::mutex> lock(inv->mu);
-    if (i >= inv->failures.size()) {
-      return Fail(FERRY_OUT_OF_RANGE, "ferry_inventory_failure: index " +
-                                          std::to_string(i) + " is past the " +
-                                          std::to_string(inv->failures.size()) +
-                                          " failed loads");
-    }
-    const ferry::LoadRecord& r = inv->failures[i];
-    ferry_load_failure_t f{};
-    f.struct_size = FERRY_LOAD_FAILURE_STRUCT_SIZE;
-    f.path = r.path.c_str();
-    f.name = r.name.c_str();
-    f.reason = r.reason.c_str();
-    CopyOut(f, out);
-    return Ok();
-  })
+  return RecordOut(inv, &ferry_inventory::failures, "ferry_inventory_failure",
+                   "failed loads", i, out);
+}
+
+uint32_t ferry_inventory_num_filtered(const ferry_inventory_t* inv) {
+  if (inv == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(inv->mu);
+  return static_cast<uint32_t>(inv->filtered.size());
+}
+
+ferry_status_t ferry_inventory_filtered(const ferry_inventory_t* inv, uint32_t i,
+                                        ferry_load_failure_t* out) {
+  return RecordOut(inv, &ferry_inventory::filtered, "ferry_inventory_filtered",
+                   "plugins left out", i, out);
 }
 
 }  // extern "C"

@@ -6,6 +6,8 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -240,6 +242,41 @@ struct Refusal {
   std::string why;
 };
 
+// The dynamic loader's own words for why `path` does not load ("invalid ELF
+// header", "libfoo.so.1: cannot open shared object file: No such file or
+// directory"), without the path it repeats. Boost.DLL's exception text adds
+// its own prefix and an errno that means nothing here.
+std::string DlopenError(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) {  // it loads now: a race with the file changing
+    dlclose(handle);
+    return "it could not be loaded a moment ago";
+  }
+  const char* text = dlerror();
+  std::string why = text != nullptr ? text : "no reason given";
+  if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+  return why;
+}
+
+// A plugin's name is what users write in a transport list and what its
+// file is named for (libferry-<name>.so): 1 to 32 of a-z, 0-9 and '_',
+// starting with a letter.
+bool ValidPluginName(const std::string& name) {
+  if (name.empty() || name.size() > 32 || name[0] < 'a' || name[0] > 'z') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+// A name as it can be printed: control and non-ASCII bytes become '?'.
+std::string Printable(const char* text) {
+  std::string out;
+  for (const char* c = text; *c != '\0' && out.size() < 64; ++c) {
+    out += *c >= 0x20 && *c < 0x7f ? *c : '?';
+  }
+  return out;
+}
+
 // Calls a plugin's negotiation function. A C++ exception escaping it is a
 // refusal (the ABI forbids it), not a crash of the host.
 std::optional<Refusal> CallEntry(ferry_transport_negotiate_fn entry,
@@ -350,10 +387,11 @@ StatusOr<std::shared_ptr<const Plugin>> PluginLoader::LoadFile(
     plugin->library_->lib.load(path.string(), boost::dll::load_mode::rtld_now |
                                                   boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
+    (void)e;  // its text is Boost's; the loader's own reason is clearer
     return refuse(FERRY_INVALID_ARGUMENT,
-                  std::string("the dynamic loader refused it (") + e.what() +
-                      "); check that it is a shared library built for this "
-                      "machine and that its dependencies are installed (ldd)");
+                  "the dynamic loader refused it: " + DlopenError(path.string()) +
+                      "; check that it is a shared library built for this machine and "
+                      "that its dependencies are installed (ldd)");
   }
   boost::dll::shared_library& lib = plugin->library_->lib;
   if (!lib.has(FERRY_TRANSPORT_ENTRY_SYMBOL)) {
@@ -385,10 +423,27 @@ StatusOr<std::shared_ptr<const Plugin>> PluginLoader::LoadFile(
   if (auto refused = CheckAnswer(options_, args, rc, error_text)) {
     return refuse(refused->code, refused->why);
   }
+  if (!ValidPluginName(args.name)) {
+    return refuse(FERRY_INVALID_ARGUMENT,
+                  "it declares the name '" + Printable(args.name) +
+                      "', which is not a plugin name (1 to 32 of a-z, 0-9 and '_', "
+                      "starting with a letter: what users write in a transport list "
+                      "and what libferry-<name>.so is named for); fix the name the "
+                      "plugin passes to ferry_plugin_negotiate");
+  }
+  const std::string file_name = NameFromFileName(path.filename().string());
+  if (!file_name.empty() && file_name != args.name) {
+    record.warning = "the file is named for '" + file_name +
+                     "' but the plugin declares '" + args.name +
+                     "': by name it is found as '" + file_name + "' and then called '" +
+                     args.name + "'; rename the file to libferry-" + args.name + ".so";
+    FERRY_LOG(FERRY_LOG_WARN, "loader", record.path + ": " + record.warning);
+  }
 
   plugin->name_ = args.name;
   plugin->version_ = args.version != nullptr ? args.version : "";
   plugin->path_ = path.string();
+  plugin->warning_ = record.warning;
   plugin->abi_major_ = options_.abi_major;
   plugin->abi_minor_ = args.chosen_minor;
   plugin->plugin_minor_min_ = args.plugin_minor_min;
@@ -419,7 +474,18 @@ std::vector<std::shared_ptr<const Plugin>> PluginLoader::LoadAll() {
     std::sort(files.begin(), files.end());
     for (const fs::path& file : files) {
       std::string name = NameFromFileName(file.filename().string());
-      if (name.empty() || !FilterAdmits(options_.filter, name)) continue;
+      if (name.empty()) continue;
+      if (!FilterAdmits(options_.filter, name)) {
+        if (seen_names.insert(name).second) {
+          LoadRecord filtered;
+          filtered.path = fs::absolute(file, ec).lexically_normal().string();
+          filtered.name = name;
+          filtered.filtered = true;
+          filtered.reason = "left out by FERRY_TRANSPORTS=" + options_.filter;
+          records_.push_back(filtered);
+        }
+        continue;
+      }
       if (!seen_names.insert(name).second) continue;  // shadowed, like PATH
       auto plugin = LoadFile(file.string());
       if (plugin.ok()) out.push_back(plugin.value());

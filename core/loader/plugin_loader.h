@@ -36,6 +36,8 @@ class Plugin {
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
   const std::string& path() const { return path_; }
+  // What the loader noticed ("" if nothing): LoadRecord::warning.
+  const std::string& warning() const { return warning_; }
   uint32_t abi_major() const { return abi_major_; }
   uint32_t abi_minor() const { return abi_minor_; }
   uint32_t plugin_minor_min() const { return plugin_minor_min_; }
@@ -49,7 +51,7 @@ class Plugin {
   Plugin() = default;
   struct Library;  // keeps the Boost.DLL handle
   std::unique_ptr<Library> library_;
-  std::string name_, version_, path_;
+  std::string name_, version_, path_, warning_;
   uint32_t abi_major_ = 0, abi_minor_ = 0;
   uint32_t plugin_minor_min_ = 0, plugin_minor_max_ = 0;
   uint64_t features_ = 0;
@@ -62,7 +64,9 @@ struct LoadRecord {
   std::string path;  // the file tried
   std::string name;  // the plugin's name when negotiation got that far
   bool loaded = false;
-  std::string reason;  // why it was refused (empty when loaded)
+  bool filtered = false;  // LoadAll left it out: FERRY_TRANSPORTS (not a failure)
+  std::string reason;     // why it was refused or left out (empty when loaded)
+  std::string warning;    // loaded, with a warning (its file is named for another name)
 };
 
 struct LoaderOptions {

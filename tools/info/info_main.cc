@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
           "Lists every transport plugin found on the search path (or only the\n"
           "ones named), what each offers, whether it is usable here, and every\n"
           "load attempt that failed.\n\n"
+          "Exit status: 0; 1 when a plugin named on the command line does not\n"
+          "load or cannot run here; 2 for a bad option.\n\n"
           "Environment: FERRY_PLUGIN_PATH (extra directories, ':'-separated),\n"
           "FERRY_TRANSPORTS (\"tcp,shm\" keeps, \"^shm\" drops), FERRY_LOG_LEVEL.\n");
       return 0;
@@ -76,6 +78,13 @@ int main(int argc, char** argv) {
     }
   }
   const ferry::info::Report report = ferry::info::Read(inventory.get(), listed);
+  // A plugin asked about by name or path that cannot run here is a failure
+  // too (scripts check `ferry info tcp` before they start workers).
+  if (!wanted.empty()) {
+    for (const ferry_plugin_info_t& p : report.plugins) {
+      if (!p.usable) rc = 1;
+    }
+  }
   if (json) {
     std::cout << ferry::info::FormatJson(report).dump(2) << "\n";
   } else {

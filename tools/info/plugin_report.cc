@@ -35,13 +35,19 @@ Report Read(ferry_inventory_t* inventory, const std::vector<uint32_t>& indices) 
     if (ferry_inventory_plugin(inventory, i, &info) == FERRY_OK)
       report.plugins.push_back(info);
   }
-  for (uint32_t i = 0, n = ferry_inventory_num_failures(inventory); i < n; ++i) {
-    ferry_load_failure_t failure{};
-    failure.struct_size = FERRY_LOAD_FAILURE_STRUCT_SIZE;
-    if (ferry_inventory_failure(inventory, i, &failure) == FERRY_OK) {
-      report.failures.push_back(failure);
+  auto read_records = [inventory](uint32_t n, auto get) {
+    std::vector<ferry_load_failure_t> out;
+    for (uint32_t i = 0; i < n; ++i) {
+      ferry_load_failure_t r{};
+      r.struct_size = FERRY_LOAD_FAILURE_STRUCT_SIZE;
+      if (get(inventory, i, &r) == FERRY_OK) out.push_back(r);
     }
-  }
+    return out;
+  };
+  report.failures =
+      read_records(ferry_inventory_num_failures(inventory), ferry_inventory_failure);
+  report.filtered =
+      read_records(ferry_inventory_num_filtered(inventory), ferry_inventory_filtered);
   return report;
 }
 
@@ -65,6 +71,9 @@ std::string FormatText(const Report& report) {
     out << "  ABI           " << p.abi_major << "." << p.abi_minor
         << " chosen; plugin supports " << p.abi_major << "." << p.plugin_minor_min
         << " - " << p.abi_major << "." << p.plugin_minor_max << "\n";
+    if (p.warning != nullptr && p.warning[0] != '\0') {
+      out << "  warning       " << p.warning << "\n";
+    }
     if (!p.usable) {
       out << "  usable        no: " << p.unusable_reason << "\n\n";
       continue;
@@ -82,6 +91,13 @@ std::string FormatText(const Report& report) {
         << (domain.empty() ? "(any: reachable from every host)" : domain) << "\n";
     out << "  priority      " << p.priority << "\n";
     if (!description.empty()) out << "  description   " << description << "\n";
+    out << "\n";
+  }
+  if (!report.filtered.empty()) {
+    out << "Left out by the filter (not loaded):\n";
+    for (const ferry_load_failure_t& f : report.filtered) {
+      out << "  " << f.name << "  " << f.path << "\n      " << f.reason << "\n";
+    }
     out << "\n";
   }
   if (report.failures.empty()) {
@@ -118,6 +134,7 @@ nlohmann::json FormatJson(const Report& report) {
           {"plugin_minor_max", p.plugin_minor_max}}},
         {"usable", p.usable != 0},
     };
+    if (p.warning != nullptr && p.warning[0] != '\0') e["warning"] = p.warning;
     if (!p.usable) {
       e["unusable_reason"] = p.unusable_reason;
     } else {
@@ -133,10 +150,15 @@ nlohmann::json FormatJson(const Report& report) {
     }
     j["plugins"].push_back(e);
   }
-  j["failed"] = nlohmann::json::array();
-  for (const ferry_load_failure_t& f : report.failures) {
-    j["failed"].push_back({{"path", f.path}, {"name", f.name}, {"reason", f.reason}});
-  }
+  auto records = [](const std::vector<ferry_load_failure_t>& list) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const ferry_load_failure_t& f : list) {
+      a.push_back({{"path", f.path}, {"name", f.name}, {"reason", f.reason}});
+    }
+    return a;
+  };
+  j["failed"] = records(report.failures);
+  j["filtered"] = records(report.filtered);
   return j;
 }
 

@@ -17,10 +17,12 @@ struct Report {
   ferry_inventory_search_t search{};
   std::vector<ferry_plugin_info_t> plugins;
   std::vector<ferry_load_failure_t> failures;
+  std::vector<ferry_load_failure_t> filtered;  // left out by FERRY_TRANSPORTS
 };
 
 // Reads the plugins at `indices` (in that order; querying a plugin opens and
-// closes one context of it) and every failed load.
+// closes one context of it), every failed load and every plugin the filter
+// left out.
 Report Read(ferry_inventory_t* inventory, const std::vector<uint32_t>& indices);
 
 std::string FormatText(const Report& report);

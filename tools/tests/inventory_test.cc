@@ -117,6 +117,29 @@ TEST(Inventory, AnUnknownNameSaysWhatToDo) {
   EXPECT_STREQ(ferry_status_name(12345), "UNKNOWN_STATUS");
 }
 
+TEST(Inventory, PluginsTheFilterLeavesOutAreListedNotFailed) {
+  Inventory inv = Open(FERRY_TEST_PLUGIN_DIR, "tcp");
+  ASSERT_EQ(ferry_inventory_load_all(inv.get()), FERRY_OK) << ferry_last_error();
+  EXPECT_EQ(ferry_inventory_num_failures(inv.get()), 0u);
+  std::vector<std::string> names;
+  for (uint32_t i = 0, n = ferry_inventory_num_filtered(inv.get()); i < n; ++i) {
+    ferry_load_failure_t f{};
+    f.struct_size = FERRY_LOAD_FAILURE_STRUCT_SIZE;
+    ASSERT_EQ(ferry_inventory_filtered(inv.get(), i, &f), FERRY_OK) << ferry_last_error();
+    names.emplace_back(f.name);
+    EXPECT_NE(std::string(f.reason).find("FERRY_TRANSPORTS=tcp"), std::string::npos)
+        << f.reason;
+    EXPECT_NE(std::string(f.path).find("libferry-" + names.back() + ".so"),
+              std::string::npos);
+  }
+  EXPECT_NE(std::find(names.begin(), names.end(), "shm"), names.end())
+      << "shm is built beside tcp and the filter keeps only tcp";
+  EXPECT_EQ(std::find(names.begin(), names.end(), "tcp"), names.end());
+  ferry_load_failure_t f{};
+  f.struct_size = FERRY_LOAD_FAILURE_STRUCT_SIZE;
+  EXPECT_EQ(ferry_inventory_filtered(inv.get(), 1000, &f), FERRY_OUT_OF_RANGE);
+}
+
 TEST(Inventory, AFileThatIsNoPluginIsAFailedLoad) {
   char dir[] = "/tmp/ferry-inventory-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

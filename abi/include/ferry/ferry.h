@@ -518,8 +518,11 @@ typedef struct ferry_plugin_info {
   /* Who the context can reach; "" means every host (as for tcp). */
   const char* domain;
   const char* description; /* one line: provider, mode, limits */
+  /* 0.2. What the loader noticed about a plugin it loaded ("" if nothing):
+   * e.g. a file named for another name than the plugin declares. */
+  const char* warning;
 } ferry_plugin_info_t;
-#define FERRY_PLUGIN_INFO_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_plugin_info_t, description)
+#define FERRY_PLUGIN_INFO_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_plugin_info_t, warning)
 
 /* The loaded plugins, in the order they were loaded. The first query of a
  * plugin opens one context of it (and closes it again) to learn whether it
@@ -542,6 +545,13 @@ typedef struct ferry_load_failure {
 uint32_t ferry_inventory_num_failures(const ferry_inventory_t* inv);
 ferry_status_t ferry_inventory_failure(const ferry_inventory_t* inv, uint32_t i,
                                        ferry_load_failure_t* out);
+
+/* 0.2. The plugin files ferry_inventory_load_all found and left out because
+ * FERRY_TRANSPORTS excludes their names (not failures: `reason` names the
+ * filter), in the order found. */
+uint32_t ferry_inventory_num_filtered(const ferry_inventory_t* inv);
+ferry_status_t ferry_inventory_filtered(const ferry_inventory_t* inv, uint32_t i,
+                                        ferry_load_failure_t* out);
 
 /* ------------------------------------------------------------------------ */
 /* Debugging a job that hangs (docs/debugging.md)                            */
