@@ -6,11 +6,18 @@
 # tree and, installed with the SDK, from a plugin author's out-of-tree build
 # (after find_package(ferry)).
 #
-# OUTPUT_DIRECTORY  where the .so goes (default: ferry's plugin directory).
-#                   A plugin given its own OUTPUT_DIRECTORY is a test or
-#                   fixture plugin: it is installed only if INSTALL_DESTINATION
-#                   says where.
-# INSTALL_DESTINATION  install directory (default: ferry's plugin directory).
+# OUTPUT_DIRECTORY  where the .so goes (default: ferry's plugin directory in
+#                   ferry's tree, the current binary directory out of tree).
+#                   In ferry's tree, a plugin given its own OUTPUT_DIRECTORY
+#                   is a test or fixture plugin: it is installed only if
+#                   INSTALL_DESTINATION says where.
+# INSTALL_DESTINATION  install directory (default: ferry's plugin directory;
+#                   out of tree, <CMAKE_INSTALL_LIBDIR>/ferry/plugins of the
+#                   project's install prefix, where a ferry installed at the
+#                   same prefix finds it).
+#
+# A plugin is optimised (-O2) when the project sets no CMAKE_BUILD_TYPE: a
+# transport built unoptimised by accident would be measured as slow.
 #
 # Plugins are built with link-time optimisation where the toolchain has it
 # (FERRY_PLUGIN_LTO, on by default; off in sanitizer builds): a message's
@@ -67,9 +74,18 @@ function(ferry_add_transport_plugin name)
   if(ARG_LINK)
     target_link_libraries(${target} PRIVATE ${ARG_LINK})
   endif()
+  if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+    target_compile_options(${target} PRIVATE -O2)
+  endif()
   if(ARG_INSTALL_DESTINATION)
     install(TARGETS ${target} LIBRARY DESTINATION ${ARG_INSTALL_DESTINATION})
-  elseif(DEFINED FERRY_PLUGIN_INSTALL_DIR AND NOT ARG_OUTPUT_DIRECTORY)
-    install(TARGETS ${target} LIBRARY DESTINATION ${FERRY_PLUGIN_INSTALL_DIR})
+  elseif(DEFINED FERRY_PLUGIN_OUTPUT_DIR)  # ferry's own tree
+    if(DEFINED FERRY_PLUGIN_INSTALL_DIR AND NOT ARG_OUTPUT_DIRECTORY)
+      install(TARGETS ${target} LIBRARY DESTINATION ${FERRY_PLUGIN_INSTALL_DIR})
+    endif()
+  else()
+    # Out of ferry's tree (after find_package(ferry)).
+    include(GNUInstallDirs)
+    install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/ferry/plugins)
   endif()
 endfunction()
