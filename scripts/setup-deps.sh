@@ -21,6 +21,7 @@ packages=(
   python3-numpy python3-pytest python3-torch python3-venv python3-pip
   python3-setuptools        # pip install of the bindings, offline
   libtorch-dev              # bindings/torch: the torch.distributed.rpc backend (skipped without it)
+  g++-aarch64-linux-gnu libssl-dev:arm64  # the aarch64 cross build (scripts/cross-build-aarch64.sh)
 )
 if [ "${FERRY_SETUP_PLOT:-0}" = 1 ]; then
   packages+=(python3 python3-matplotlib)
@@ -41,5 +42,11 @@ sudo=""
 if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
 echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# The cross build's arm64 libraries (":arm64" packages) need Debian's arm64
+# archive beside this machine's (multiarch).
+if printf '%s\n' "${missing[@]}" | grep -q ':arm64$' &&
+  ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $sudo dpkg --add-architecture arm64
+fi
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
