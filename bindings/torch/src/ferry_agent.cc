@@ -79,6 +79,7 @@ FerryAgent::FerryAgent(std::string name, int rank, int world_size,
   o.job = options_.job.empty() ? nullptr : options_.job.c_str();
   o.transport = options_.transport.c_str();
   o.store_address = options_.store.empty() ? nullptr : options_.store.c_str();
+  o.secret = options_.secret.empty() ? nullptr : options_.secret.c_str();
   o.default_timeout_ms = FerryTimeoutMs(getRpcTimeout());
   o.peer_timeout_ms = static_cast<uint32_t>(options_.peer_timeout.count());
   o.join_timeout_ms = static_cast<uint32_t>(options_.join_timeout.count());
@@ -96,6 +97,7 @@ FerryAgent::FerryAgent(std::string name, int rank, int world_size,
                         ") could not join the job"),
                s);
   }
+  self_id_ = ferry_worker_id(worker_);
   // Registered before any peer can call it: the Python side waits for
   // every rank to reach this point (a store barrier) before init_rpc returns.
   const ferry_status_t r =
@@ -221,7 +223,9 @@ c10::intrusive_ptr<JitFuture> FerryAgent::send(
   auto future = c10::make_intrusive<JitFuture>(at::AnyClassType::get(), getDevices());
 
   ferry::Payload payload = EncodeMessage(*message);
-  if (options_.zero_copy) payload.ZeroCopy();
+  // A call to this worker itself is served from the payload ferry hands
+  // over: zero-copy would let the handler write into the caller's tensors.
+  if (options_.zero_copy && to.id_ != workerInfo_.id_) payload.ZeroCopy();
   ferry_future_t* f = nullptr;
   const ferry_status_t s =
       ferry_rpc_async(worker_, to.name_.c_str(), kFunction, payload.c(), timeout_ms, &f);
@@ -346,7 +350,9 @@ void FerryAgent::Respond(ferry_call_t* call, JitFuture& result) {
     payload =
         EncodeMessage(*torch::distributed::rpc::createExceptionResponse(e.what(), -1));
   }
-  if (options_.zero_copy) payload.ZeroCopy();
+  if (options_.zero_copy && ferry_call_caller_id(call) != self_id_) {
+    payload.ZeroCopy();  // not to this worker itself: see send()
+  }
   const ferry_status_t s = ferry_call_reply(call, payload.c());
   payload.Released();
   if (s != FERRY_OK) {

@@ -40,6 +40,7 @@ struct FerryAgentOptions {
   std::string store;               // ferry's rendezvous store, "host:port"
   bool host_store = false;         // this worker hosts it (rank 0)
   std::string job;                 // "" = FERRY_JOB or "default"
+  std::string secret;              // the job's secret; "" = ferry's default
   float rpc_timeout_s = torch::distributed::rpc::kDefaultRpcTimeoutSeconds;
   uint32_t num_worker_threads = 16;
   std::chrono::milliseconds peer_timeout{0};   // 0 = ferry's default (3 s)
@@ -113,6 +114,7 @@ class FerryAgent final : public torch::distributed::rpc::RpcAgent {
 
   const FerryAgentOptions options_;
   ferry_worker_t* worker_ = nullptr;  // owned: ferry_worker_destroy
+  uint64_t self_id_ = 0;              // its ferry member id
   std::unique_ptr<c10::ThreadPool> pool_;
   std::unordered_map<std::string, torch::distributed::rpc::WorkerInfo> by_name_;
   std::unordered_map<torch::distributed::rpc::worker_id_t,

@@ -25,6 +25,7 @@ PYBIND11_MODULE(_ferry_torch, m) {
       .def_readwrite("store", &FerryAgentOptions::store)
       .def_readwrite("host_store", &FerryAgentOptions::host_store)
       .def_readwrite("job", &FerryAgentOptions::job)
+      .def_readwrite("secret", &FerryAgentOptions::secret)
       .def_readwrite("rpc_timeout_s", &FerryAgentOptions::rpc_timeout_s)
       .def_readwrite("num_worker_threads", &FerryAgentOptions::num_worker_threads)
       .def_readwrite("peer_timeout", &FerryAgentOptions::peer_timeout)

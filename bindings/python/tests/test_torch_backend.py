@@ -1,0 +1,97 @@
+"""torch.distributed.rpc programs on the FERRY backend (import ferry.torch),
+as real processes on tcp and on shm: calls, tensors, remote exceptions,
+timeouts, RRefs, and a peer that dies mid-call (torch_backend_worker.py).
+torch's own RPC suite runs against the backend in scripts/torch-rpc-suite.sh.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+torch = pytest.importorskip("torch")
+try:
+    import ferry.torch  # noqa: F401
+except ImportError as e:  # built without libtorch-dev: say so, do not pass
+    pytest.skip("the FERRY torch backend is not built here (%s)" % e, allow_module_level=True)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "torch_backend_worker.py")
+
+
+def start(scenario, world_size, transport, stdin_ranks=()):
+    """Starts the scenario's processes; their stdout and stderr go to one
+    pipe each."""
+    init_file = tempfile.NamedTemporaryFile(prefix="ferry-torch-init-", delete=False)
+    init_file.close()
+    os.unlink(init_file.name)  # torch's FileStore creates it
+    env = dict(os.environ, FERRY_LOG_LEVEL="error")
+    procs = []
+    for rank in range(world_size):
+        procs.append(subprocess.Popen(
+            [sys.executable, WORKER, scenario, str(rank), str(world_size),
+             "file://" + init_file.name, transport],
+            stdin=subprocess.PIPE if rank in stdin_ranks else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=HERE, env=env, text=True))
+    return procs
+
+
+def finish(procs, rank, timeout=120):
+    """Waits for one process; if it hangs, every process of the scenario is
+    killed (a worker left alone would wait for its peers forever)."""
+    try:
+        out, _ = procs[rank].communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        outs = []
+        for r, p in enumerate(procs):
+            p.kill()
+            outs.append("--- worker%d:\n%s" % (r, p.communicate()[0]))
+        pytest.fail("worker%d hung; the outputs:\n%s" % (rank, "\n".join(outs)))
+    return procs[rank].returncode, out
+
+
+@pytest.fixture
+def started():
+    """start()'s processes, killed at the end if still running (a failed
+    rank 0 leaves the others waiting for it in torch's shutdown)."""
+    procs = []
+
+    def _start(*args, **kwargs):
+        procs.extend(start(*args, **kwargs))
+        return procs
+
+    yield _start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_calls_tensors_errors_rrefs(started, transport):
+    procs = started("calls", 3, transport)
+    for rank in range(len(procs)):
+        rc, out = finish(procs, rank)
+        assert rc == 0 and out.rstrip().endswith("OK calls"), "worker%d:\n%s" % (rank, out)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_dead_peer_fails_calls_without_hanging(started, transport):
+    procs = started("dead_peer", 3, transport, stdin_ranks=(2,))
+    rc0, out0 = finish(procs, 0)
+    rc1, out1 = finish(procs, 1)
+    procs[2].stdin.close()
+    rc2, out2 = finish(procs, 2)
+    assert rc0 == 0 and out0.rstrip().endswith("OK dead_peer"), out0
+    assert rc1 == 17, "worker1 should have died in die(): rc %s\n%s" % (rc1, out1)
+    assert rc2 == 0, out2
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="unknown transport"):
+        ferry.torch.FerryRpcBackendOptions(transport="carrier-pigeon")
+    o = torch.distributed.rpc.backend_registry.construct_rpc_backend_options(
+        torch.distributed.rpc.BackendType.FERRY, transport="shm,tcp", _transports=["uv"])
+    assert isinstance(o, ferry.torch.FerryRpcBackendOptions) and o.transport == "shm,tcp"
