@@ -77,6 +77,7 @@ Status Agent::StartImpl() {
   Status s = engine_->Start();
   if (!s.ok()) return s;
   incoming_ = std::make_unique<IncomingCalls>(Parts());
+  RegisterDebugDumpFunction();
   {
     // Calls to this worker itself run on its executor, under their deadline.
     std::weak_ptr<Agent> weak = weak_from_this();
@@ -391,6 +392,10 @@ void Agent::OnDuplicateControl(PeerKey from, const InMessage& msg) {
 
 void Agent::OnStoreMessage(uint64_t conn, std::unique_ptr<InMessage> msg) {
   const wire::Kind kind = msg->envelope.kind;
+  if (kind == wire::Kind::kDebugDump) {
+    if (store_server_) ServeRemoteDebugDump(conn, *msg);
+    return;
+  }
   if (kind == wire::Kind::kStoreJoin || kind == wire::Kind::kStoreLeave ||
       kind == wire::Kind::kStoreArrive) {
     if (store_server_) store_server_->OnMessage(conn, *msg);

@@ -17,7 +17,8 @@
 //
 // It also answers for all of them when a person asks what the worker is
 // doing (DebugDump, agent_debug.cc; docs/debugging.md): from the C API, a
-// signal (debug_signal.h), and a wait that passes its timeout.
+// signal (debug_signal.h), a wait that passes its timeout, and another
+// process through the job's store (debug_client.h).
 //
 // Locks: the Agent has none of its own. Each part has its own mutex and
 // never holds it while calling into another part, except that
@@ -131,6 +132,9 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   // w3.g"). Takes each part's lock briefly, never two at once. Works at any
   // time, during and after shutdown too.
   nlohmann::json DebugDump();
+  // The reserved function every worker serves its DebugDump() as (JSON
+  // text, in the reply's bytes).
+  static constexpr const char* kDebugDumpFunction = "ferry.debug_dump";
   // Writes DebugDump() to the log (warn level) after `why`: what a wait
   // does when it passes its timeout, before it gives up.
   void LogDebugDump(const std::string& why);
@@ -183,6 +187,13 @@ class Agent : public EngineSink, public std::enable_shared_from_this<Agent> {
   // Sets waiting_ for the life of one wait.
   class WaitingFor;
   // DebugDump's pieces (agent_debug.cc).
+  // `ferry debug dump` from another process (docs/debugging.md): every
+  // worker serves its own dump as kDebugDumpFunction; the worker hosting the store
+  // answers a DEBUG_DUMP on an authenticated store connection with its own, or a member's
+  // through that function.
+  void RegisterDebugDumpFunction();
+  void ServeRemoteDebugDump(uint64_t conn, const InMessage& msg);
+  void ReplyDebugDump(uint64_t conn, const Status& status, const std::string& text);
   nlohmann::json DumpWorker();
   nlohmann::json DumpJob();
   std::map<uint64_t, std::string> NamesById();

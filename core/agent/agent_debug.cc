@@ -56,6 +56,7 @@ void DescribeCalls(const nlohmann::json& outgoing, const nlohmann::json& incomin
                    nlohmann::json* lines) {
   std::set<std::pair<std::string, uint64_t>> waiting_handlers;
   for (const auto& c : outgoing) {
+    if (c["function"] == Agent::kDebugDumpFunction) continue;  // a debugger's
     const std::string target =
         c["to"].get<std::string>() + "." + c["function"].get<std::string>();
     const std::string age = Ms(c["age_ms"].get<int64_t>());
@@ -78,6 +79,7 @@ void DescribeCalls(const nlohmann::json& outgoing, const nlohmann::json& incomin
     lines->push_back(line);
   }
   for (const auto& c : incoming["calls"]) {
+    if (c["function"] == Agent::kDebugDumpFunction) continue;  // this dump
     const std::string caller = c["caller"].get<std::string>();
     if (waiting_handlers.count({caller, c["call_id"].get<uint64_t>()})) continue;
     const std::string what =
@@ -222,6 +224,80 @@ nlohmann::json Agent::DebugDump() {
   }
   d["blocked_on"] = std::move(lines);
   return d;
+}
+
+void Agent::RegisterDebugDumpFunction() {
+  std::weak_ptr<Agent> weak = weak_from_this();
+  incoming_->Register(
+      kDebugDumpFunction,
+      [weak](std::unique_ptr<IncomingCall> call, Value) {
+        auto a = weak.lock();
+        if (!a) return;  // the call answers itself (dropped unanswered)
+        Value dump;
+        dump.bytes = a->DebugDump().dump(2);
+        call->Reply(std::move(dump));
+      },
+      /*may_block=*/false);
+}
+
+void Agent::ServeRemoteDebugDump(uint64_t conn, const InMessage& msg) {
+  wire::Reader r(msg.body.data(), msg.body.size());
+  const std::string name = r.Str();
+  if (!r.ok()) {
+    ReplyDebugDump(conn, Status(FERRY_INVALID_ARGUMENT, "malformed DEBUG_DUMP"), "");
+    return;
+  }
+  // The secret is what keeps strangers out: without one, anyone who can
+  // reach the store could read the job's state.
+  if (options_.secret.empty()) {
+    ReplyDebugDump(
+        conn,
+        Status(FERRY_PERMISSION_DENIED,
+               "job '" + options_.job +
+                   "' has no secret, and its workers' debug dumps are only "
+                   "served to a process that proves it holds the job's secret: "
+                   "start the job with FERRY_SECRET or FERRY_SECRET_FILE"),
+        "");
+    return;
+  }
+  FERRY_LOG(FERRY_LOG_INFO, kLog,
+            "an authenticated debugger asked for the debug dump of '" + name + "'");
+  if (name.empty() || name == options_.name) {  // "": the store's host
+    ReplyDebugDump(conn, Status::Ok(), DebugDump().dump(2));
+    return;
+  }
+  auto id = members_.Resolve(name);
+  if (!id.ok() || id.value() == 0 ||
+      members_.StateOf(id.value()) != MemberState::kAlive) {
+    ReplyDebugDump(conn,
+                   Status(FERRY_NOT_FOUND,
+                          "no live worker named '" + name + "' in job '" + options_.job +
+                              "'; its workers are: " + members_.Describe()),
+                   "");
+    return;
+  }
+  auto future = Call(name, kDebugDumpFunction, Value(), std::chrono::seconds(10));
+  std::weak_ptr<Agent> weak = weak_from_this();
+  future->Then([weak, future, conn] {
+    auto a = weak.lock();
+    if (!a) return;
+    auto v = future->Take();
+    if (v.ok()) {
+      a->ReplyDebugDump(conn, Status::Ok(), v.value().bytes);
+    } else {
+      a->ReplyDebugDump(conn, v.status(), "");
+    }
+  });
+}
+
+void Agent::ReplyDebugDump(uint64_t conn, const Status& status, const std::string& text) {
+  auto m = std::make_unique<OutMessage>();
+  m->kind = wire::Kind::kDebugDumpReply;
+  wire::Writer w = m->BodyWriter();
+  w.I32(static_cast<int32_t>(status.code()));
+  w.Str(status.message());
+  w.Str(text);
+  engine_->SendOnConn(conn, std::move(m));
 }
 
 void Agent::LogDebugDump(const std::string& why) {

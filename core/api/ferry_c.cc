@@ -3,6 +3,7 @@
 #include <ferry/ferry.h>
 
 #include "agent/agent.h"
+#include "agent/debug_client.h"
 #include "agent/value_codec.h"
 #include "api/last_error.h"
 #include "common/log.h"
@@ -139,6 +140,48 @@ void DropTensors(const ferry_payload_t* p) {
   }
 }
 
+// The job secret: `given`, else the contents of FERRY_SECRET_FILE (without
+// a trailing newline), else FERRY_SECRET, else "".
+Status ResolveSecret(const char* given, std::string* secret) {
+  if (given != nullptr) {
+    *secret = given;
+    return Status::Ok();
+  }
+  const char* file = std::getenv("FERRY_SECRET_FILE");
+  if (file == nullptr || *file == '\0') {
+    *secret = EnvOr("FERRY_SECRET", "");
+    return Status::Ok();
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return Status(FERRY_NOT_FOUND, std::string("FERRY_SECRET_FILE=") + file +
+                                       " cannot be read: check the path and permissions");
+  }
+  std::stringstream buf;
+  buf << in.rdbuf();
+  *secret = buf.str();
+  while (!secret->empty() && (secret->back() == '\n' || secret->back() == '\r')) {
+    secret->pop_back();
+  }
+  return Status::Ok();
+}
+
+// Copies `text` and its NUL into `buf` when `cap` holds them (the debug
+// dump's buffer contract, ferry.h); RESOURCE_EXHAUSTED otherwise. `*len`
+// is set either way.
+ferry_status_t CopyOut(const std::string& text, char* buf, uint64_t cap, uint64_t* len,
+                       const char* function) {
+  *len = text.size();
+  if (cap < text.size() + 1) {
+    return Fail(FERRY_RESOURCE_EXHAUSTED,
+                std::string(function) + ": the dump is " + std::to_string(text.size()) +
+                    " bytes and the buffer holds " + std::to_string(cap) +
+                    ": call again with cap >= len + 1");
+  }
+  std::memcpy(buf, text.c_str(), text.size() + 1);
+  return Ok();
+}
+
 milliseconds Ms(uint32_t ms) {
   return milliseconds(ms);
 }
@@ -266,25 +309,7 @@ ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_
     ao.store_address = o->store_address ? o->store_address : EnvOr("FERRY_STORE", "");
     ao.host_store = (o->flags & FERRY_WORKER_HOST_STORE) != 0;
     ao.busy_poll = (o->flags & FERRY_WORKER_BUSY_POLL) != 0;
-    if (o->secret != nullptr) {
-      ao.secret = o->secret;
-    } else if (const char* file = std::getenv("FERRY_SECRET_FILE"); file && *file) {
-      std::ifstream in(file, std::ios::binary);
-      if (!in) {
-        return Fail(FERRY_NOT_FOUND,
-                    std::string("FERRY_SECRET_FILE=") + file +
-                        " cannot be read: check the path and permissions");
-      }
-      std::stringstream buf;
-      buf << in.rdbuf();
-      ao.secret = buf.str();
-      while (!ao.secret.empty() &&
-             (ao.secret.back() == '\n' || ao.secret.back() == '\r')) {
-        ao.secret.pop_back();
-      }
-    } else {
-      ao.secret = EnvOr("FERRY_SECRET", "");
-    }
+    if (Status s = ResolveSecret(o->secret, &ao.secret); !s.ok()) return Fail(s);
     if (FERRY_FIELD_PRESENT(o, ferry_worker_options_t, default_timeout_ms) &&
         o->default_timeout_ms) {
       ao.default_timeout = Ms(o->default_timeout_ms);
@@ -422,16 +447,34 @@ ferry_status_t ferry_worker_debug_dump(ferry_worker_t* w, char* buf, uint64_t ca
                   "ferry_worker_debug_dump: worker and len are required, and buf when "
                   "cap > 0");
     }
-    const std::string text = w->agent->DebugDump().dump(2);
-    *len = text.size();
-    if (cap < text.size() + 1) {
-      return Fail(FERRY_RESOURCE_EXHAUSTED,
-                  "ferry_worker_debug_dump: the dump is " + std::to_string(text.size()) +
-                      " bytes and the buffer holds " + std::to_string(cap) +
-                      ": call again with cap >= len + 1");
+    return CopyOut(w->agent->DebugDump().dump(2), buf, cap, len,
+                   "ferry_worker_debug_dump");
+  })
+}
+
+ferry_status_t ferry_debug_dump_remote(const char* store_address, const char* job,
+                                       const char* worker, const char* secret,
+                                       uint32_t timeout_ms, char* buf, uint64_t cap,
+                                       uint64_t* len) {
+  FERRY_API_GUARD({
+    if (len == nullptr || (cap > 0 && buf == nullptr)) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_debug_dump_remote: len is required, and buf when cap > 0");
     }
-    std::memcpy(buf, text.c_str(), text.size() + 1);
-    return Ok();
+    ferry::RemoteDumpOptions o;
+    o.store_address = store_address ? store_address : EnvOr("FERRY_STORE", "");
+    if (o.store_address.empty()) {
+      return Fail(FERRY_INVALID_ARGUMENT,
+                  "ferry_debug_dump_remote: no store address: pass the job's "
+                  "host:port, or set FERRY_STORE");
+    }
+    o.job = job ? job : EnvOr("FERRY_JOB", "default");
+    o.worker = worker ? worker : "";
+    if (Status s = ResolveSecret(secret, &o.secret); !s.ok()) return Fail(s);
+    if (timeout_ms != 0) o.timeout = Ms(timeout_ms);
+    auto text = ferry::RemoteDebugDump(o);
+    if (!text.ok()) return Fail(text.status());
+    return CopyOut(text.value(), buf, cap, len, "ferry_debug_dump_remote");
   })
 }
 

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -132,27 +133,61 @@ std::string CaptureStderr(Fn fn) {
 }
 
 // w0 (here) calls w1.call, whose handler calls w2.hold, which never
-// answers. Every worker's dump names its part of the chain.
-TEST(DebugDumpTest, NestedCallChainIsNamedByTheApiAndTheSignal) {
-  ferry::Worker seed(
-      ferry_test::WorkerOptions("w0", JobName(), "127.0.0.1:0", /*host_store=*/true));
-  const std::string dir = TempDir();
-  auto spawn = [&](const std::string& name) {
+// answers; w1 and w2 are processes that write their signal dumps in dir_.
+class HungChainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = std::make_unique<ferry::Worker>(
+        ferry_test::WorkerOptions("w0", JobName(), "127.0.0.1:0", /*host_store=*/true));
+    dir_ = TempDir();
+    w1_ = Spawn("w1");
+    w2_ = Spawn("w2");
+    ASSERT_NE(w1_->Expect("READY"), "");
+    ASSERT_NE(w2_->Expect("READY"), "");
+    call_ = std::make_unique<ferry::Future>(
+        seed_->RpcAsync("w1", "call", ferry::Payload("w2 hold x"), 60000ms));
+    ASSERT_NE(w2_->Expect("HELD"), "");
+  }
+  void TearDown() override {
+    w2_.reset();  // the held call fails, and with it the chain
+    if (call_) {
+      EXPECT_TRUE(call_->Wait(10000ms));
+    }
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  std::unique_ptr<Proc> Spawn(const std::string& name) {
     return std::make_unique<Proc>(
         FERRY_TEST_WORKER,
-        std::vector<std::string>{"--name", name, "--store", seed.store_address(), "--job",
-                                 JobName(), "--secret", "test-secret"},
-        std::vector<std::string>{"FERRY_DEBUG_DIR=" + dir});
-  };
-  auto w1 = spawn("w1");
-  auto w2 = spawn("w2");
-  ASSERT_NE(w1->Expect("READY"), "");
-  ASSERT_NE(w2->Expect("READY"), "");
-  auto f = seed.RpcAsync("w1", "call", ferry::Payload("w2 hold x"), 60000ms);
-  ASSERT_NE(w2->Expect("HELD"), "");
+        std::vector<std::string>{"--name", name, "--store", seed_->store_address(),
+                                 "--job", JobName(), "--secret", "test-secret"},
+        std::vector<std::string>{"FERRY_DEBUG_DIR=" + dir_});
+  }
+  // Runs `ferry debug dump` with `env` ("VAR=value ...") and `args`; its
+  // exit status in *status, its stdout and stderr returned.
+  std::string RunTool(const std::string& env, const std::string& args, int* status) {
+    const std::string cmd = "env -u FERRY_SECRET -u FERRY_SECRET_FILE " + env + " " +
+                            FERRY_DEBUG_DUMP_TOOL + " --store " + seed_->store_address() +
+                            " --job " + JobName() + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+  }
 
-  // The API, in this process: the call to w1 waits.
-  const json mine = json::parse(seed.DebugDump());
+  std::unique_ptr<ferry::Worker> seed_;
+  std::string dir_;
+  std::unique_ptr<Proc> w1_, w2_;
+  std::unique_ptr<ferry::Future> call_;
+};
+
+// Every worker's dump names its part of the chain: w0's through the API,
+// w1's and w2's on SIGUSR1.
+TEST_F(HungChainTest, NamedByTheApiAndTheSignal) {
+  const json mine = json::parse(seed_->DebugDump());
   EXPECT_EQ(mine["worker"]["name"], "w0");
   ASSERT_EQ(mine["outgoing_calls"].size(), 1u) << mine.dump(2);
   EXPECT_EQ(mine["outgoing_calls"][0]["to"], "w1");
@@ -169,9 +204,9 @@ TEST(DebugDumpTest, NestedCallChainIsNamedByTheApiAndTheSignal) {
   EXPECT_TRUE(w1_connected) << mine["engine"].dump(2);
 
   // The signal, in w1's process: its handler waits on its call to w2.
-  kill(w1->pid(), SIGUSR1);
-  const json d1 = WaitForDumpFile(dir, "w1", w1->pid());
-  ASSERT_TRUE(d1.is_object()) << "no dump file from w1 in " << dir;
+  kill(w1_->pid(), SIGUSR1);
+  const json d1 = WaitForDumpFile(dir_, "w1", w1_->pid());
+  ASSERT_TRUE(d1.is_object()) << "no dump file from w1 in " << dir_;
   EXPECT_TRUE(BlockedOn(d1,
                         "handler 'call' (called by 'w0') waits on its call to "
                         "w2.hold for its reply"))
@@ -184,18 +219,51 @@ TEST(DebugDumpTest, NestedCallChainIsNamedByTheApiAndTheSignal) {
   EXPECT_EQ(d1["incoming_calls"]["calls"][0]["caller"], "w0");
 
   // And in w2's: the call of hold from w1 is not answered.
-  kill(w2->pid(), SIGUSR1);
-  const json d2 = WaitForDumpFile(dir, "w2", w2->pid());
-  ASSERT_TRUE(d2.is_object()) << "no dump file from w2 in " << dir;
+  kill(w2_->pid(), SIGUSR1);
+  const json d2 = WaitForDumpFile(dir_, "w2", w2_->pid());
+  ASSERT_TRUE(d2.is_object()) << "no dump file from w2 in " << dir_;
   EXPECT_TRUE(BlockedOn(d2, "a call of 'hold' (called by 'w1') is not answered"))
       << d2.dump(2);
   EXPECT_TRUE(d2["outgoing_calls"].empty());
 
   // The processes survived the signal and still serve.
-  EXPECT_EQ(seed.RpcSync("w2", "echo", ferry::Payload("alive")).bytes(), "alive");
-  w2.reset();  // the held call fails, and with it the chain
-  EXPECT_TRUE(f.Wait(10000ms));
-  std::system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(seed_->RpcSync("w2", "echo", ferry::Payload("alive")).bytes(), "alive");
+}
+
+// `ferry debug dump` from another process, through the job's store, with
+// the job's secret and only with it.
+TEST_F(HungChainTest, NamedByTheCliThroughTheStoreWithTheSecret) {
+  int status = -1;
+  std::string out = RunTool("FERRY_SECRET=test-secret", "--worker w1", &status);
+  ASSERT_EQ(status, 0) << out;
+  const json d1 = json::parse(out);
+  EXPECT_EQ(d1["worker"]["name"], "w1");
+  EXPECT_TRUE(BlockedOn(d1,
+                        "handler 'call' (called by 'w0') waits on its call to "
+                        "w2.hold for its reply"))
+      << d1.dump(2);
+
+  out = RunTool("FERRY_SECRET=test-secret", "--all", &status);
+  ASSERT_EQ(status, 0) << out;
+  const json all = json::parse(out);
+  EXPECT_TRUE(BlockedOn(all["w0"], "a call to w1.call waits for its reply")) << out;
+  EXPECT_TRUE(BlockedOn(all["w2"], "a call of 'hold' (called by 'w1') is not answered"))
+      << out;
+
+  out = RunTool("FERRY_SECRET=test-secret", "--worker nobody", &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(out.find("NOT_FOUND: no live worker named 'nobody'"), std::string::npos)
+      << out;
+
+  // No secret: refused before anything is sent. A wrong one: the handshake
+  // refuses it, and no dump comes back.
+  out = RunTool("", "--worker w1", &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(out.find("PERMISSION_DENIED: no job secret"), std::string::npos) << out;
+  out = RunTool("FERRY_SECRET=wrong", "--worker w1", &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_EQ(out.find("blocked_on"), std::string::npos) << out;
+  EXPECT_NE(out.find("secret"), std::string::npos) << out;
 }
 
 // The C API's buffer contract: a short buffer gets RESOURCE_EXHAUSTED and

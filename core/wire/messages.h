@@ -46,6 +46,12 @@ enum class Kind : uint8_t {
   kStoreMemberEvent = 22,
   kStoreLeave = 23,
   kStoreArrive = 24,  // member -> store: reached a static job's shutdown barrier
+  // A debugger (an authenticated store client that never joins) -> the
+  // worker hosting the store: "the debug dump of worker <name>" (body: Str
+  // name); the answer (body: I32 status, Str message, Str the JSON).
+  // docs/debugging.md, "From another process".
+  kDebugDump = 25,
+  kDebugDumpReply = 26,
 };
 
 // Envelope flags.

@@ -578,6 +578,25 @@ ferry_status_t ferry_inventory_filtered(const ferry_inventory_t* inv, uint32_t i
 ferry_status_t ferry_worker_debug_dump(ferry_worker_t* w, char* buf, uint64_t cap,
                                        uint64_t* len);
 
+/* 0.3. The debug dump of worker `worker` (its name; NULL or "" = the
+ * worker hosting the store) of a running job, from any process, which
+ * does not join the job (`ferry debug dump`). It
+ * connects to the job's store at `store_address` ("host:port"; NULL =
+ * FERRY_STORE) as a store client does, authenticated with the job's secret
+ * both ways (`secret`; NULL = FERRY_SECRET_FILE's contents or
+ * FERRY_SECRET), and asks; the worker hosting the store answers with its
+ * own dump or asks `worker` over the job's own connections. `job`: NULL =
+ * FERRY_JOB or "default". No secret at all is FERRY_PERMISSION_DENIED, here
+ * and at the worker (a job without a secret does not serve its dumps); a
+ * wrong one is refused in the handshake (FERRY_UNAUTHENTICATED or
+ * FERRY_PERMISSION_DENIED). FERRY_NOT_FOUND names the job's workers when
+ * none is called `worker`. Waits at most timeout_ms (0 = 10000). The
+ * buffer contract is ferry_worker_debug_dump's (each call asks again). */
+ferry_status_t ferry_debug_dump_remote(const char* store_address, const char* job,
+                                       const char* worker, const char* secret,
+                                       uint32_t timeout_ms, char* buf, uint64_t cap,
+                                       uint64_t* len);
+
 #ifdef __cplusplus
 }
 #endif
