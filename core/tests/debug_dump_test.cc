@@ -8,11 +8,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,13 +49,7 @@ class Proc {
  public:
   Proc(const char* path, std::vector<std::string> args,
        const std::vector<std::string>& extra_env) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      if (kv.rfind("WORLD_SIZE=", 0) == 0 || kv.rfind("RANK=", 0) == 0) continue;
-      env.push_back(kv);
-    }
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    std::vector<std::string> env = ferry_test::ChildEnvironment(environ, extra_env);
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -72,7 +63,7 @@ class Proc {
     close(stdout_);
   }
   std::string Expect(const std::string& prefix) {
-    return ferry_test::ExpectLine(stdout_, &buf_, prefix, 20000ms);
+    return ferry_test::ExpectLine(stdout_, &buf_, {prefix}, 20000ms);
   }
   void Send(const std::string& line) {
     const std::string l = line + "\n";
@@ -285,27 +276,11 @@ TEST(DebugDumpTest, ShortBufferGetsTheLengthNeeded) {
   EXPECT_EQ(ferry_worker_debug_dump(nullptr, nullptr, 0, &len), FERRY_INVALID_ARGUMENT);
 }
 
-// A port nobody listens on now, for a store whose address the others must
-// know before its host's start returns.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    std::abort();
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 // A static job of two: rank 0 (here) shuts down, rank 1 (a process) never
 // does. While rank 0 waits the API names rank 1; when the barrier's
 // timeout passes the same dump goes to the log.
 TEST(DebugDumpTest, ShutdownBarrierNamesTheRankItWaitsFor) {
-  const std::string store = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string store = "127.0.0.1:" + std::to_string(ferry_test::FreePort());
   ferry::Worker::Options o =
       ferry_test::WorkerOptions("worker0", JobName(), store, /*host_store=*/true);
   o.world_size = 2;

@@ -10,11 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,22 +38,6 @@ long long NowMs() {
       .count();
 }
 
-// A port nobody listens on now, for a store whose address the others must
-// know before its host's start returns (as torchrun's MASTER_PORT).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    std::abort();
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 std::string JobName() {
   return ferry_test::JobName("static_test");
 }
@@ -68,13 +49,7 @@ class Child {
   Child(std::vector<std::string> args, std::vector<std::string> env = {}) {
     args.insert(args.begin(), FERRY_STATIC_WORKER);
     // The test's own environment without any WORLD_SIZE / RANK, plus `env`.
-    std::vector<std::string> envs;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      if (kv.rfind("WORLD_SIZE=", 0) == 0 || kv.rfind("RANK=", 0) == 0) continue;
-      envs.push_back(kv);
-    }
-    envs.insert(envs.end(), env.begin(), env.end());
+    std::vector<std::string> envs = ferry_test::ChildEnvironment(environ, env);
     std::vector<char*> envp;
     for (auto& e : envs) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -96,26 +71,7 @@ class Child {
   // The next stdout line starting with one of `prefixes` ("" on timeout).
   std::string Expect(const std::vector<std::string>& prefixes,
                      std::chrono::milliseconds limit = 20000ms) {
-    const auto end = Clock::now() + limit;
-    while (true) {
-      size_t nl;
-      while ((nl = buf_.find('\n')) != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        for (const auto& p : prefixes) {
-          if (line.rfind(p, 0) == 0) return line;
-        }
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
-      if (left.count() <= 0) return "";
-      pollfd p{stdout_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
-      char tmp[1024];
-      const ssize_t n = read(stdout_, tmp, sizeof tmp);
-      if (n <= 0) return "";
-      buf_.append(tmp, static_cast<size_t>(n));
-    }
+    return ferry_test::ExpectLine(stdout_, &buf_, prefixes, limit);
   }
   std::string Started() { return Expect({"STARTED", "START_FAILED"}); }
   std::string ShutdownLine() { return Expect({"SHUTDOWN"}); }
@@ -148,7 +104,9 @@ long long TimeIn(const std::string& line) {
 
 class StaticJobTest : public ::testing::Test {
  protected:
-  void SetUp() override { store_ = "127.0.0.1:" + std::to_string(FreePort()); }
+  void SetUp() override {
+    store_ = "127.0.0.1:" + std::to_string(ferry_test::FreePort());
+  }
 
   ferry::Worker::Options Options(int rank, int world_size) {
     ferry::Worker::Options o = ferry_test::WorkerOptions("worker" + std::to_string(rank),

@@ -6,10 +6,13 @@
 
 #include <ferry/ferry.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -130,9 +133,42 @@ inline pid_t SpawnPiped(const char* path, std::vector<std::string> args,
   return pid;
 }
 
+// A port nobody listens on now, for a store whose address the others must
+// know before its host's start returns (as torchrun's MASTER_PORT).
+inline int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    std::abort();
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The environment for a child worker: `env` (this process's), without
+// WORLD_SIZE and RANK (a child's job is what its arguments say), plus
+// `extra` ("NAME=value" each).
+inline std::vector<std::string> ChildEnvironment(char** env,
+                                                 const std::vector<std::string>& extra) {
+  std::vector<std::string> out;
+  for (char** e = env; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("WORLD_SIZE=", 0) == 0 || kv.rfind("RANK=", 0) == 0) continue;
+    out.push_back(kv);
+  }
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
 // Reads `fd` (appending to `*buf`, which keeps what follows) until a line
-// starting with `prefix` arrives; returns it, or "" at `limit` or EOF.
-inline std::string ExpectLine(int fd, std::string* buf, const std::string& prefix,
+// starting with one of `prefixes` arrives; returns it, or "" at `limit` or
+// EOF.
+inline std::string ExpectLine(int fd, std::string* buf,
+                              const std::vector<std::string>& prefixes,
                               std::chrono::milliseconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
   while (true) {
@@ -140,14 +176,16 @@ inline std::string ExpectLine(int fd, std::string* buf, const std::string& prefi
     while ((nl = buf->find('\n')) != std::string::npos) {
       std::string line = buf->substr(0, nl);
       buf->erase(0, nl + 1);
-      if (line.rfind(prefix, 0) == 0) return line;
+      for (const auto& p : prefixes) {
+        if (line.rfind(p, 0) == 0) return line;
+      }
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         end - std::chrono::steady_clock::now());
     if (left.count() <= 0) return "";
     pollfd p{fd, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
-    char tmp[512];
+    char tmp[1024];
     const ssize_t n = read(fd, tmp, sizeof tmp);
     if (n <= 0) return "";
     buf->append(tmp, static_cast<size_t>(n));
