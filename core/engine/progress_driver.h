@@ -63,7 +63,13 @@ class ProgressDriver {
   // pumping (a reply from another thread): wakes WaitUntil's sleepers.
   void NotifyWaiters() {
     // A thread sleeping in epoll_wait is woken by the kick; one yielding to
-    // the pumping thread re-checks within its spin.
+    // the pumping thread re-checks within its spin. The fence pairs with
+    // WaitUntil's: the state change (a release store) and this load, and
+    // the waiter's count and its `done()` (an acquire load), are each a
+    // store then a load of different words; without a full fence on both
+    // sides a weakly ordered CPU may let both read the old values, and the
+    // waiter would sleep through its reply (until its 5 ms bound).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (foreground_waiters_.load() > 0 && !busy_poll_) Kick();
   }
 

@@ -30,7 +30,7 @@ const Config& Conn::config() const {
 void Conn::Emit(EventSink* sink, int32_t type, ferry_status_t status, void* user_data,
                 const std::string& message) {
   ferry_event_t ev = EventSink::Make(type, status, handle(), user_data,
-                                     user_data_.load(std::memory_order_relaxed));
+                                     user_data_.load(std::memory_order_acquire));
   sink->Emit(ev, message, &user_data_);
 }
 

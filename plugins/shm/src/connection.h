@@ -66,7 +66,7 @@ class Conn {
   Status Discard(uint64_t msg_id);
   void Close();
   void SetUserData(void* user_data) {
-    user_data_.store(user_data, std::memory_order_relaxed);
+    user_data_.store(user_data, std::memory_order_release);
   }
   Status PeerAddress(char* buf, uint64_t buf_len);
 
@@ -149,7 +149,7 @@ class Conn {
   Status RefuseIfUnusable() const;
   void Emit(EventSink* sink, int32_t type, ferry_status_t status, void* user_data) {
     sink->Emit(EventSink::Make(type, status, handle(), user_data,
-                               user_data_.load(std::memory_order_relaxed)),
+                               user_data_.load(std::memory_order_acquire)),
                &user_data_);
   }
   void Emit(EventSink* sink, int32_t type, ferry_status_t status, void* user_data,
@@ -159,6 +159,8 @@ class Conn {
   const bool outbound_;
   const std::string path_;  // outbound: the address; inbound: the listener's
   ferry_plugin::Mutex mu_;  // ferry_plugin/mutex.h: the hot path's lock
+  // Set by the host from any thread, read where events are made: the
+  // pointer is published with release, read with acquire.
   std::atomic<void*> user_data_{nullptr};
   std::atomic<int> calls_{0};
 

@@ -40,7 +40,7 @@ Conn* Conn::NewInbound(Context* ctx, int fd, const ucred& cred,
 
 void Conn::BeginConnect(void* user_data) {
   connect_user_data_ = user_data;
-  user_data_.store(user_data, std::memory_order_relaxed);
+  user_data_.store(user_data, std::memory_order_release);
   ctx_->SetupBegan();
   counted_in_setup_ = true;
   deadline_ns_ = MonotonicNs() + config().connect_timeout_ms * 1000000ull;

@@ -7,7 +7,7 @@ void EventSink::BeginSlow() {
   while (!backlog_.empty() && !full()) {
     Pending& p = backlog_.front();
     if (p.conn_user_data != nullptr) {
-      p.ev.conn_user_data = p.conn_user_data->load(std::memory_order_relaxed);
+      p.ev.conn_user_data = p.conn_user_data->load(std::memory_order_acquire);
     }
     Write(p.ev, Keep(p.message));
     backlog_.pop_front();

@@ -93,7 +93,7 @@ bool Conn::ParseMessage(const RecordView& v, Status* st) {
 
 void Conn::EmitArrival(EventSink* sink) {
   ferry_event_t ev = EventSink::Make(FERRY_EV_ARRIVAL, FERRY_OK, handle(), nullptr,
-                                     user_data_.load(std::memory_order_relaxed));
+                                     user_data_.load(std::memory_order_acquire));
   ev.num_segments = static_cast<uint32_t>(arrival_segs_.size());
   ev.msg_id = held_id_;
   ev.header = held_header_;
@@ -300,12 +300,16 @@ void Conn::ReadCma(uint64_t budget) {
   }
   // A buffer is only ours to read while the sender has not cancelled its
   // send: the sender raises `closed` before it reports CANCELLED, so a read
-  // that finished before we see the flag read valid bytes.
-  if (cma_left_ == 0 && msg_status_.ok() &&
-      LoadAcquire(&rx_seg_.control()->owner.closed) != 0) {
-    msg_status_ = Error(FERRY_PEER_GONE,
-                        "shm: the peer closed the connection while its buffer was "
-                        "being read");
+  // that finished before we see the flag read valid bytes. The reads above
+  // must complete before the flag is loaded: an acquire load orders only
+  // what follows it, so on a weakly ordered CPU (ARM) it takes a fence.
+  if (cma_left_ == 0 && msg_status_.ok()) {
+    FenceSeqCst();
+    if (LoadRelaxed(&rx_seg_.control()->owner.closed) != 0) {
+      msg_status_ = Error(FERRY_PEER_GONE,
+                          "shm: the peer closed the connection while its buffer was "
+                          "being read");
+    }
   }
 }
 
