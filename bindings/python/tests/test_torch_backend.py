@@ -38,11 +38,11 @@ def start(scenario, world_size, transport, stdin_ranks=()):
     return procs
 
 
-def finish(procs, rank, timeout=120):
-    """Waits for one process; if it hangs, every process of the scenario is
+def finish(procs, rank, timeout=120, close_stdin=False):
+    """Waits for one process (closing its stdin first if asked); if it hangs, every process of the scenario is
     killed (a worker left alone would wait for its peers forever)."""
     try:
-        out, _ = procs[rank].communicate(timeout=timeout)
+        out, _ = procs[rank].communicate(input="" if close_stdin else None, timeout=timeout)
     except subprocess.TimeoutExpired:
         outs = []
         for r, p in enumerate(procs):
@@ -82,8 +82,7 @@ def test_dead_peer_fails_calls_without_hanging(started, transport):
     procs = started("dead_peer", 3, transport, stdin_ranks=(2,))
     rc0, out0 = finish(procs, 0)
     rc1, out1 = finish(procs, 1)
-    procs[2].stdin.close()
-    rc2, out2 = finish(procs, 2)
+    rc2, out2 = finish(procs, 2, close_stdin=True)
     assert rc0 == 0 and out0.rstrip().endswith("OK dead_peer"), out0
     assert rc1 == 17, "worker1 should have died in die(): rc %s\n%s" % (rc1, out1)
     assert rc2 == 0, out2
