@@ -344,6 +344,7 @@ nlohmann::json IncomingCalls::DebugDump() {
     }
   }
   out["held_for_registration"] = std::move(early);
+  std::lock_guard<std::mutex> l(mu_);  // executor_ is not destroyed meanwhile
   if (executor_) {
     const Executor::Load load = executor_->load();
     out["executor"] = {{"queued", load.queued},
@@ -352,6 +353,15 @@ nlohmann::json IncomingCalls::DebugDump() {
                        {"blocked_in_nested_waits", load.blocked}};
   }
   return out;
+}
+
+void IncomingCalls::StopExecutor() {
+  std::unique_ptr<Executor> executor;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    executor = std::move(executor_);
+  }
+  executor.reset();  // runs what is queued, then joins: without the lock
 }
 
 void IncomingCalls::CancelLocal(uint64_t call_id) {

@@ -142,7 +142,7 @@ class IncomingCalls {
   // executor's queue. Takes this part's locks one at a time.
   nlohmann::json DebugDump();
   // Shutdown, last: runs what the executor has queued, then joins it.
-  void StopExecutor() { executor_.reset(); }
+  void StopExecutor();
 
  private:
   friend class IncomingCall;
@@ -204,7 +204,7 @@ class IncomingCalls {
   std::map<LiveKey, std::shared_ptr<CallState>> live_;
   void Forget(uint64_t caller, uint64_t call_id);
 
-  std::mutex mu_;  // everything below
+  std::mutex mu_;  // everything below, and executor_ against StopExecutor
   std::map<std::string, HandlerEntry> handlers_;
   std::vector<EarlyCall> early_calls_;
   std::chrono::steady_clock::time_point registration_grace_until_{};

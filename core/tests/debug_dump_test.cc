@@ -274,6 +274,9 @@ TEST(DebugDumpTest, ShortBufferGetsTheLengthNeeded) {
   EXPECT_EQ(buf[len], '\0');
   EXPECT_EQ(json::parse(buf.c_str())["worker"]["name"], "solo");
   EXPECT_EQ(ferry_worker_debug_dump(nullptr, nullptr, 0, &len), FERRY_INVALID_ARGUMENT);
+  // And after the worker left.
+  w.Shutdown();
+  EXPECT_EQ(json::parse(w.DebugDump())["worker"]["state"], "left");
 }
 
 // A static job of two: rank 0 (here) shuts down, rank 1 (a process) never
