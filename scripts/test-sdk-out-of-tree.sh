@@ -23,6 +23,7 @@ if [[ "${KEEP_WORK:-0}" == 1 ]]; then echo "work tree: $work"; else trap 'rm -rf
 stage=$work/stage
 jobs=${JOBS:-2}
 unset LD_LIBRARY_PATH FERRY_PLUGIN_PATH
+export FERRY_SECRET=${FERRY_SECRET:-sdk-out-of-tree-test}  # a job secret, as on a cluster
 
 step() { printf '\n== %s\n' "$*"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -41,8 +42,10 @@ echo '#include <ferry/ferry.h>' > "$work/h.c"
 # shellcheck disable=SC2046 # pkg-config's flags are words
 cc -std=c99 -E $(pkg-config --cflags ferry) "$work/h.c" > "$work/h.i" ||
   fail "ferry.h does not compile with \`pkg-config --cflags ferry\`"
-grep -q "\"$stage/include/ferry/deps/dlpack/dlpack.h\"" "$work/h.i" ||
-  fail "dlpack/dlpack.h did not come from the SDK ($stage/include/ferry/deps)"
+used=$(sed -n 's|^# [0-9]* "\(.*/dlpack/dlpack\.h\)".*|\1|p' "$work/h.i" | head -n 1)
+[[ -n $used && $(realpath "$used") == "$(realpath "$stage")/include/ferry/deps/dlpack/dlpack.h" ]] ||
+  fail "dlpack/dlpack.h came from '${used:-nowhere}', not the SDK ($stage/include/ferry/deps)"
+echo "dlpack/dlpack.h: $(realpath "$used")"
 [[ -n "$(pkg-config --libs ferry)" ]] || fail "ferry.pc has no Libs"
 
 step "a C++ application with CMake: find_package(ferry), ferry::ferry"
