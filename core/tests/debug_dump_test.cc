@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -194,6 +194,13 @@ TEST_F(HungChainTest, NamedByTheApiAndTheSignal) {
   }
   EXPECT_TRUE(w1_connected) << mine["engine"].dump(2);
 
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer runs an asynchronous signal's handler only when the
+  // thread that received it next enters an intercepted call; a worker's
+  // main thread blocked in read() never does, so the signal is not tested
+  // here (the dump it makes is the API's, tested above and through the CLI).
+  GTEST_SKIP() << "the signal's handler is deferred indefinitely under TSan";
+#endif
   // The signal, in w1's process: its handler waits on its call to w2.
   kill(w1_->pid(), SIGUSR1);
   const json d1 = WaitForDumpFile(dir_, "w1", w1_->pid());
@@ -277,6 +284,31 @@ TEST(DebugDumpTest, ShortBufferGetsTheLengthNeeded) {
   // And after the worker left.
   w.Shutdown();
   EXPECT_EQ(json::parse(w.DebugDump())["worker"]["state"], "left");
+}
+
+// The signal in this process (sent to this thread, where ThreadSanitizer
+// runs its handler too): every live worker of the process is dumped, to
+// stderr and to a file each under FERRY_DEBUG_DIR, and the process lives on.
+TEST(DebugDumpTest, SignalDumpsEveryWorkerOfTheProcess) {
+  ferry::Worker a(
+      ferry_test::WorkerOptions("a", JobName(), "127.0.0.1:0", /*host_store=*/true));
+  ferry::Worker b(ferry_test::WorkerOptions("b", JobName(), a.store_address()));
+  const std::string dir = TempDir();
+  setenv("FERRY_DEBUG_DIR", dir.c_str(), 1);
+  std::string log;
+  json da, db;
+  log = CaptureStderr([&] {
+    pthread_kill(pthread_self(), SIGUSR1);
+    da = WaitForDumpFile(dir, "a", getpid());
+    db = WaitForDumpFile(dir, "b", getpid());
+  });
+  unsetenv("FERRY_DEBUG_DIR");
+  ASSERT_TRUE(da.is_object() && db.is_object()) << log;
+  EXPECT_EQ(da["worker"]["name"], "a");
+  EXPECT_EQ(db["worker"]["name"], "b");
+  EXPECT_EQ(da["worker"]["pid"], getpid());
+  EXPECT_NE(log.find("--- ferry debug dump of worker 'b'"), std::string::npos) << log;
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // A static job of two: rank 0 (here) shuts down, rank 1 (a process) never
