@@ -115,6 +115,22 @@ def _rendezvous(store, rank, options):
     return store.get("ferry/store").decode(), store.get("ferry/secret").decode()
 
 
+def _check_unique_name(store, name, rank, world_size):
+    """Refuses a job in which two ranks chose one name. ferry reads a name joining again as
+    the same worker restarted (a new incarnation), so the static job would
+    wait for the rank it replaced instead of failing: the names are
+    compared through torch's store first, as TensorPipe's agent does."""
+    store.set("ferry/name/%d" % rank, name)
+    keys = ["ferry/name/%d" % r for r in range(world_size)]
+    store.wait(keys)
+    names = [store.get(k).decode() for k in keys]
+    for n in sorted(set(names)):
+        ranks = [r for r, other in enumerate(names) if other == n]
+        if len(ranks) > 1:  # every rank refuses, not only those two
+            raise RuntimeError("RPC worker name %r is not unique: ranks %s chose it"
+                               % (n, ", ".join(map(str, ranks))))
+
+
 def _init_backend(store, name, rank, world_size, rpc_backend_options):
     options = rpc_backend_options
     if not isinstance(options, FerryRpcBackendOptions):
@@ -123,6 +139,7 @@ def _init_backend(store, name, rank, world_size, rpc_backend_options):
     if not world_size:
         raise RuntimeError("FERRY backend: init_rpc needs a world_size (a static job); "
                            "dynamic groups are not supported")
+    _check_unique_name(store, name, rank, world_size)
     address, secret = _rendezvous(store, rank, options)
     o = _ferry_torch.FerryAgentOptions()
     o.transport = options.transport
