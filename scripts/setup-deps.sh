@@ -22,6 +22,7 @@ packages=(
   python3-setuptools        # pip install of the bindings, offline
   libtorch-dev              # bindings/torch: the torch.distributed.rpc backend (skipped without it)
   g++-aarch64-linux-gnu libssl-dev:arm64  # the aarch64 cross build (scripts/cross-build-aarch64.sh)
+  libmsgpack-cxx-dev python3-msgpack     # typed C++ functions (ferry/typed.hpp) and their Python caller
 )
 if [ "${FERRY_SETUP_PLOT:-0}" = 1 ]; then
   packages+=(python3 python3-matplotlib)
