@@ -13,14 +13,21 @@
 // passes its RRefs on to <to>'s "keep"), call ("<to> <function> <bytes>":
 // calls <function> on <to> with those bytes and this call's tensors, and
 // answers with its result: how a C++ worker calls a Python one).
+// Typed functions (ferry/typed.hpp): typed_add (int64, int64) -> int64,
+// typed_scale (tensor of float32, float64) -> tensor, typed_describe
+// (string, list[int64], map[string, float64]) -> string, typed_fail () ->
+// NOT_FOUND, typed_sleep (int64 ms) -> int64 (may block).
 #include <ferry/ferry.hpp>
+#include <ferry/typed.hpp>
 
 #include <unistd.h>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -110,6 +117,36 @@ int main(int argc, char** argv) {
           } catch (const ferry::Error& e) {
             call.Fail(e.code(), e.what());
           }
+        },
+        FERRY_HANDLER_MAY_BLOCK);
+    ferry::Define(w, "typed_add", [](int64_t a, int64_t b) { return a + b; });
+    ferry::Define(w, "typed_scale", [](ferry::Tensor t, double by) {
+      if (t.dl().dtype.code != kDLFloat || t.dl().dtype.bits != 32) {
+        throw ferry::Error(FERRY_INVALID_ARGUMENT, "typed_scale wants float32");
+      }
+      float* x = t.data<float>();  // ours: received into this process's memory
+      for (int64_t i = 0; i < t.numel(); ++i) x[i] = static_cast<float>(x[i] * by);
+      return t;
+    });
+    ferry::Define(w, "typed_describe",
+                  [](const std::string& who, const std::vector<int64_t>& xs,
+                     const std::map<std::string, double>& weights) {
+                    int64_t sum = 0;
+                    for (int64_t x : xs) sum += x;
+                    double total = 0;
+                    for (const auto& [k, v] : weights) total += v;
+                    return who + ": " + std::to_string(xs.size()) + " values, sum " +
+                           std::to_string(sum) + ", " + std::to_string(weights.size()) +
+                           " weights, total " + std::to_string(static_cast<int>(total));
+                  });
+    ferry::Define(w, "typed_fail", []() -> int64_t {
+      throw ferry::Error(FERRY_NOT_FOUND, "typed_fail: nothing here, on purpose");
+    });
+    ferry::Define(
+        w, "typed_sleep",
+        [](int64_t ms) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+          return ms;
         },
         FERRY_HANDLER_MAY_BLOCK);
     std::printf("READY %llu\n", static_cast<unsigned long long>(w.id()));
