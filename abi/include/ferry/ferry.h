@@ -244,7 +244,7 @@ typedef struct ferry_payload {
    * pass the stream unless you synchronised. A CUstream must stay valid
    * until each device tensor's deleter has run. */
   uint64_t stream;
-  /* 0.3. Which host tensors are sent from their own memory (bit i: tensor
+  /* 0.2. Which host tensors are sent from their own memory (bit i: tensor
    * i; FERRY_ZERO_COPY_ALL: every one). By default (0) the bytes that
    * arrive are the bytes the tensor held when the call was made
    * (ferry_rpc_async, ferry_remote) or answered (ferry_call_reply): ferry
@@ -299,7 +299,7 @@ ferry_status_t ferry_call_fail(ferry_call_t* call, ferry_status_t code,
 /* The caller's member id and name (borrowed, until the call is answered). */
 uint64_t ferry_call_caller_id(const ferry_call_t* call);
 const char* ferry_call_caller_name(const ferry_call_t* call);
-/* 0.3. Deadlines and cancellation (docs/api.md). The function called
+/* 0.2. Deadlines and cancellation (docs/api.md). The function called
  * (borrowed, until the call is answered). The caller's deadline travels
  * with the call: the milliseconds left of it (0 once passed; UINT32_MAX
  * when the caller set none). ferry_call_cancelled is 1 once the caller gave
@@ -352,7 +352,7 @@ ferry_status_t ferry_future_take(ferry_future_t* f, ferry_message_t** out);
  * done just before its continuations have run. */
 typedef void (*ferry_future_fn)(void* user_data, ferry_future_t* f);
 ferry_status_t ferry_future_then(ferry_future_t* f, ferry_future_fn fn, void* user_data);
-/* 0.3. Gives up on the call: the future completes with FERRY_CANCELLED and
+/* 0.2. Gives up on the call: the future completes with FERRY_CANCELLED and
  * the callee is told (a call still queued there is not run; a running
  * handler sees ferry_call_cancelled). FERRY_FAILED_PRECONDITION when the
  * future was done already. */
@@ -407,10 +407,10 @@ typedef struct ferry_worker_stats {
   uint64_t device_messages;
   uint64_t staged_messages;
   uint64_t staged_bytes;
-  /* 0.3. Calls served here that were dropped before they ran because
+  /* 0.2. Calls served here that were dropped before they ran because
    * their caller had given up (cancelled, past its deadline, gone). */
   uint64_t dropped_calls;
-  /* 0.3. Host tensors this process copied to send them as they were at
+  /* 0.2. Host tensors this process copied to send them as they were at
    * the call or the reply (ferry_payload_t.zero_copy), and their bytes. */
   uint64_t snapshot_tensors;
   uint64_t snapshot_bytes;
@@ -557,7 +557,7 @@ ferry_status_t ferry_inventory_filtered(const ferry_inventory_t* inv, uint32_t i
 /* Debugging a job that hangs (docs/debugging.md)                            */
 /* ------------------------------------------------------------------------ */
 
-/* 0.3. What worker `w` is doing, as JSON text (UTF-8, NUL-terminated): its
+/* 0.2. What worker `w` is doing, as JSON text (UTF-8, NUL-terminated): its
  * identity; the calls it waits for (callee, function, age, deadline, and
  * the served call a nested call was made from); the calls it serves
  * (caller, function, queued or running and for how long); the RRefs it
@@ -578,7 +578,7 @@ ferry_status_t ferry_inventory_filtered(const ferry_inventory_t* inv, uint32_t i
 ferry_status_t ferry_worker_debug_dump(ferry_worker_t* w, char* buf, uint64_t cap,
                                        uint64_t* len);
 
-/* 0.3. The debug dump of worker `worker` (its name; NULL or "" = the
+/* 0.2. The debug dump of worker `worker` (its name; NULL or "" = the
  * worker hosting the store) of a running job, from any process, which
  * does not join the job (`ferry debug dump`). It
  * connects to the job's store at `store_address` ("host:port"; NULL =
