@@ -21,6 +21,7 @@
 
 #include <c10/core/thread_pool.h>
 #include <torch/csrc/distributed/rpc/rpc_agent.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <ferry/ferry.hpp>
 
@@ -57,7 +58,10 @@ class FerryAgent final : public torch::distributed::rpc::RpcAgent {
   // Joins the static job as `rank` of `world_size` and learns every
   // worker's name; returns once all have joined. Requests that arrive
   // before start() wait for it. Throws c10::Error with ferry's reason.
-  FerryAgent(std::string name, int rank, int world_size, FerryAgentOptions options);
+  // `store`: torch's store of this init_rpc (may be null), where join
+  // records that this rank reached shutdown.
+  FerryAgent(std::string name, int rank, int world_size, FerryAgentOptions options,
+             c10::intrusive_ptr<::c10d::Store> store);
   ~FerryAgent() override;
 
   c10::intrusive_ptr<torch::distributed::rpc::JitFuture> send(
@@ -111,8 +115,11 @@ class FerryAgent final : public torch::distributed::rpc::RpcAgent {
 
   // Blocks until start() ran (true) or the agent shut down (false).
   bool AwaitStart();
+  // Whether every rank recorded in torch's store that it reached shutdown.
+  bool AllReachedShutdown();
 
   const FerryAgentOptions options_;
+  const c10::intrusive_ptr<::c10d::Store> store_;
   ferry_worker_t* worker_ = nullptr;  // owned: ferry_worker_destroy
   uint64_t self_id_ = 0;              // its ferry member id
   std::unique_ptr<c10::ThreadPool> pool_;
