@@ -67,11 +67,7 @@ Status Context::Create(uint32_t flags, const char* instance,
 }
 
 Context::Context(Config config) : config_(std::move(config)) {
-  limits_.max_header = config_.max_header_size;
-  limits_.max_segments = config_.max_segments;
-  limits_.inline_limit = config_.max_inline_size;
-  limits_.inline_total = config_.max_inline_total;
-  limits_.max_message = config_.max_message_size;
+  limits_ = LimitsOf(config_);
   description_ = config_.Describe();
   iov_scratch_.resize(IOV_MAX);
   drop_scratch_.reset(new char[kDropScratchSize]);
@@ -98,12 +94,7 @@ Status Context::Init(const char* instance) {
   const uint32_t wakeup_events = config_.busy_poll ? EPOLLIN : EPOLLIN | EPOLLET;
   if (!Register(wakeup_fd_, wakeup_events, &wakeup_tag_, &st)) return st;
   if (config_.busy_poll) SignalWakeup();
-  wire::Hello hello;
-  hello.max_header = config_.max_header_size;
-  hello.max_segments = config_.max_segments;
-  hello.inline_limit = config_.max_inline_size;
-  hello.inline_total = config_.max_inline_total;
-  hello.max_message = config_.max_message_size;
+  const wire::Hello hello = HelloOf(limits_);
   static_assert(sizeof hello_ >= wire::kHelloSize, "hello buffer too small");
   wire::EncodeHello(hello, hello_);
   FERRY_PLUGIN_LOG(FERRY_LOG_INFO, "context '%s': %s", instance_.c_str(),

@@ -4,6 +4,7 @@
 // malformed frame is an error with a message, never a crash.
 #pragma once
 
+#include "config.h"
 #include "status.h"
 #include "wire.h"
 
@@ -29,6 +30,28 @@ struct ReceiveLimits {
            max_header + inline_total;
   }
 };
+
+// The limits a context with `config` announces and enforces.
+inline ReceiveLimits LimitsOf(const Config& config) {
+  ReceiveLimits l;
+  l.max_header = config.max_header_size;
+  l.max_segments = config.max_segments;
+  l.inline_limit = config.max_inline_size;
+  l.inline_total = config.max_inline_total;
+  l.max_message = config.max_message_size;
+  return l;
+}
+
+// The hello that announces `limits`.
+inline wire::Hello HelloOf(const ReceiveLimits& limits) {
+  wire::Hello h;
+  h.max_header = limits.max_header;
+  h.max_segments = limits.max_segments;
+  h.inline_limit = limits.inline_limit;
+  h.inline_total = limits.inline_total;
+  h.max_message = limits.max_message;
+  return h;
+}
 
 enum class ParseResult {
   kNeedMore,  // *need: how many bytes must be buffered to go on
