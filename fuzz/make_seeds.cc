@@ -7,8 +7,7 @@
 
 #include "../plugins/fabric/src/wire.h"
 #include "../plugins/shm/src/ring.h"
-#include "../plugins/tcp/src/config.h"
-#include "../plugins/tcp/src/wire.h"
+#include "../plugins/tcp/src/frame_parser.h"
 #include "engine/auth.h"
 #include "wire/messages.h"
 
@@ -285,13 +284,8 @@ void TcpFrame(Bytes* out, const std::string& header,
 void TcpSeeds() {
   for (int small = 0; small < 2; ++small) {
     Bytes in{static_cast<uint8_t>(small)};
-    const ferry_tcp::Config c;  // the limits a default tcp context announces
-    tw::Hello h;
-    h.max_header = c.max_header_size;
-    h.max_segments = c.max_segments;
-    h.inline_limit = c.max_inline_size;
-    h.inline_total = c.max_inline_total;
-    h.max_message = c.max_message_size;
+    // The hello a default tcp context announces.
+    const tw::Hello h = ferry_tcp::HelloOf(ferry_tcp::LimitsOf(ferry_tcp::Config{}));
     char hello[tw::kHelloSize];
     tw::EncodeHello(h, hello);
     in.insert(in.end(), hello, hello + sizeof hello);
