@@ -115,14 +115,14 @@ def main():
             return 1
     ref = results.get("TENSORPIPE")
     keys = list(next(iter(results.values())).keys())
-    print("%-36s" % "median, us" + "".join("%16s" % s for s in results))
+    print("%-36s" % "median, us" + "".join("%18s" % s for s in results))
     for k in keys:
         row = "%-36s" % k
         for s, r in results.items():
             cell = "%.1f" % r[k]
             if ref is not None and s != "TENSORPIPE":
                 cell += " (%.2fx)" % (r[k] / ref[k])
-            row += "%16s" % cell
+            row += "%18s" % cell
         print(row)
     if args.json:
         with open(args.json, "w") as f:
