@@ -54,8 +54,7 @@ bool ProgressDriver::StopLoop() {
 
 bool ProgressDriver::WaitUntil(const std::function<bool()>& done,
                                Clock::time_point deadline) {
-  foreground_waiters_.fetch_add(1);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // see NotifyWaiters
+  foreground_waiters_.fetch_add(1);  // a read-modify-write: see NotifyWaiters
   auto idle_since = Clock::now();
   bool result = false;
   while (true) {

@@ -63,14 +63,17 @@ class ProgressDriver {
   // pumping (a reply from another thread): wakes WaitUntil's sleepers.
   void NotifyWaiters() {
     // A thread sleeping in epoll_wait is woken by the kick; one yielding to
-    // the pumping thread re-checks within its spin. The fence pairs with
-    // WaitUntil's: the state change (a release store) and this load, and
-    // the waiter's count and its `done()` (an acquire load), are each a
-    // store then a load of different words; without a full fence on both
-    // sides a weakly ordered CPU may let both read the old values, and the
-    // waiter would sleep through its reply (until its 5 ms bound).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (foreground_waiters_.load() > 0 && !busy_poll_) Kick();
+    // the pumping thread re-checks within its spin. A read-modify-write,
+    // not a load: the state change (a release store) then this, against
+    // the waiter's increment then its `done()` (an acquire load), is a
+    // store-then-load on each side of two words, where plain loads may both
+    // read the old values on a weakly ordered CPU (the waiter would sleep
+    // through its reply, until its 5 ms bound). RMWs of one word are totally
+    // ordered: if this one comes first, the waiter's increment reads from it
+    // and so sees the state change; if it comes second, it sees the waiter.
+    if (foreground_waiters_.fetch_add(0, std::memory_order_acq_rel) > 0 && !busy_poll_) {
+      Kick();
+    }
   }
 
  private:
