@@ -16,6 +16,7 @@
 
 #include "test_workers.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -155,11 +156,13 @@ TEST_F(TornTensorsTest, ResultWrittenRightAfterReplyArrivesAsItWas) {
   // A parameter server's weights: it answers with them, then updates them.
   std::vector<float> weights(kFloats, 0.0f);
   Borrowed b;
+  std::atomic<int> updated{0};  // handlers that finished their update
   seed_->Register("weights", [&](ferry::Call& call, ferry::Message) {
     std::fill(weights.begin(), weights.end(), 0.0f);
     b.deleted = 0;
     call.Reply(ferry::Payload().Tensor(b.Over(weights)));
     for (float& v : weights) v += 1.0f;  // right after the reply
+    updated.fetch_add(1);
   });
   for (int run = 0; run < kRuns; ++run) {
     // The peer calls back into this process ("call") and answers with what
@@ -169,6 +172,9 @@ TEST_F(TornTensorsTest, ResultWrittenRightAfterReplyArrivesAsItWas) {
     ASSERT_EQ(r.num_tensors(), 1u);
     EXPECT_EQ(Changed(r.TakeTensor(0), 0.0f), 0u) << "run " << run;
   }
+  // The last handler may still be updating `weights` after its reply
+  // reached us: it must be done before `weights` goes.
+  EXPECT_TRUE(ferry_test::Eventually([&] { return updated.load() == kRuns; }));
 }
 
 }  // namespace
