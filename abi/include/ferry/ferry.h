@@ -96,9 +96,52 @@ typedef struct ferry_worker_options {
    * 0 = 300000 (5 minutes). */
   uint32_t start_timeout_ms;
   uint32_t reserved2;
+  /* 0.2. borrowed for the call (copied): the worker's resource limits
+   * (docs/limits.md). NULL = every limit from its environment variable,
+   * else its default. */
+  const struct ferry_limits* limits;
 } ferry_worker_options_t;
 #define FERRY_WORKER_OPTIONS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_worker_options_t, reserved2)
+  FERRY_STRUCT_SIZE(ferry_worker_options_t, limits)
+
+/* 0.2. What one worker lets its peers and its own callers use, so that no
+ * peer can exhaust it (docs/limits.md says why each default is what it
+ * is). A field 0 = the environment variable named beside it (a whole
+ * number), else the default. At a limit a call either waits for room
+ * within its deadline (FERRY_DEADLINE_EXCEEDED naming the limit when the
+ * deadline passes first) or fails with FERRY_RESOURCE_EXHAUSTED naming the
+ * limit, its value and how to raise it. */
+typedef struct ferry_limits {
+  uint32_t struct_size; /* FERRY_LIMITS_STRUCT_SIZE */
+  /* Calls this worker has sent to one peer and not had answered; a new
+   * call waits for room. FERRY_MAX_CALLS_IN_FLIGHT_PER_PEER; 0 = 4096. */
+  uint32_t max_calls_in_flight_per_peer;
+  /* Header plus payload of one message, either way. A larger call fails
+   * before anything is sent; a peer that announces a larger one has its
+   * connection closed. FERRY_MAX_MESSAGE_SIZE; 0 = 4 GiB. */
+  uint64_t max_message_size;
+  /* Bytes of messages to one peer not yet written to its connection; a
+   * new call waits while there are this many. (One message larger than the
+   * limit still goes, alone.) FERRY_MAX_QUEUED_BYTES_PER_CONNECTION;
+   * 0 = 1 GiB. */
+  uint64_t max_queued_bytes_per_connection;
+  /* Calls that arrived here and wait for a handler thread (handlers that
+   * may block, calls held for a function not registered yet); one more is
+   * refused with FERRY_RESOURCE_EXHAUSTED back to its caller.
+   * FERRY_MAX_QUEUED_CALLS; 0 = 65536. */
+  uint32_t max_queued_calls;
+  /* Open connections of this worker, either direction, the store's
+   * included; an accepted one beyond it is closed at once.
+   * FERRY_MAX_CONNECTIONS; 0 = 4096, or the process's open-file limit
+   * less 64 when that is lower. */
+  uint32_t max_connections;
+  /* A connection that has not finished its authenticated handshake in
+   * this time is closed. FERRY_HANDSHAKE_TIMEOUT_MS; 0 = the peer
+   * timeout. */
+  uint32_t handshake_timeout_ms;
+  uint32_t reserved;
+} ferry_limits_t;
+#define FERRY_LIMITS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_limits_t, reserved)
 
 /* An application's allocator for received device tensors. Both functions
  * may be called from any of ferry's threads, concurrently, and while ferry
