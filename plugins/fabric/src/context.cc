@@ -226,6 +226,7 @@ std::string Context::Describe() const {
 Context::~Context() {
   if (endpoint_ == nullptr) return;  // init failed before any resource
   LocalEndpoints::Unregister(provider_, endpoint_->name(), alive_);
+  DrainReadsBeforeClose();
   // Posted receives, sends and reads are cancelled with the endpoint; only
   // then may the memory and registrations they used go.
   endpoint_->CloseEndpoint();

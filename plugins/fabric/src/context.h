@@ -246,6 +246,8 @@ class Context {
   // ---- progress (progress.cc) ----
   void ReadCq();
   void HandleCqError();
+  // fini() with a placement in flight: waits (bounded) for its RMA reads.
+  void DrainReadsBeforeClose();
   // Queued events into the host's array from slot `first`; how many.
   uint32_t Deliver(ferry_progress_args_t* args, uint32_t first);
   void FreeRetired();

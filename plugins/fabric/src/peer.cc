@@ -11,9 +11,13 @@ Status PeerTable::Get(const std::string& name, Peer** out) {
   auto it = peers_.find(name);
   if (it != peers_.end()) {
     // An in-process peer that went away may have been succeeded by a new
-    // endpoint with the same name (a reused port): look again.
+    // endpoint with the same name (a reused port): look again. Without a
+    // successor it stays unreachable: a null flag would make it read as a
+    // remote peer, and a send to its unmapped shm region crashes.
     if (it->second->Unreachable()) {
-      it->second->local = LocalEndpoints::Find(endpoint_->provider(), name);
+      if (auto successor = LocalEndpoints::Find(endpoint_->provider(), name)) {
+        it->second->local = std::move(successor);
+      }
     }
     *out = it->second.get();
     return Status();

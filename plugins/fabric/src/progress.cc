@@ -104,6 +104,23 @@ void Context::ReadCq() {
   }
 }
 
+void Context::DrainReadsBeforeClose() {
+  // libfabric 1.17's ofi_rxm crashes in fi_close() of an endpoint whose RMA
+  // reads are still outstanding, and the host may fini() a context with a
+  // placement in flight (transport.h, fini). So the reads end first: they
+  // complete within milliseconds from a live peer, and a dead one's fail;
+  // the bound keeps fini() prompt whatever the provider does. Their
+  // completions are queued events nobody returns; the destinations are the
+  // host's until fini() returns.
+  auto in_flight = [&] {
+    uint64_t n = 0;
+    for (const Conn* c : all_conns_) n += c->ReadsInFlight();
+    return n;
+  };
+  const auto deadline = Conn::Clock::now() + std::chrono::milliseconds(500);
+  while (in_flight() > 0 && Conn::Clock::now() < deadline) ReadCq();
+}
+
 void Context::HandleCqError() {
   fi_cq_err_entry err{};
   ssize_t rc = fi_cq_readerr(endpoint_->cq(), &err, 0);

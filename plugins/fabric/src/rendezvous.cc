@@ -136,8 +136,12 @@ Status Context::StartReads(Conn* c, RxMsg* m, const ferry_place_args_t& a, Place
       ++p->reads_pending;
     }
   }
+  // PumpReads() finishes (and recycles) a placement whose last queued read
+  // it drops, as it does when the sender's endpoint in this process is gone:
+  // p may be touched afterwards only when it queued no read.
+  const bool queued = p->reads_pending > 0;
   PumpReads();
-  MaybeFinishPlacement(p);
+  if (!queued) MaybeFinishPlacement(p);
   return Status();
 }
 

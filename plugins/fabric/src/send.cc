@@ -309,11 +309,16 @@ ferry_status_t Context::Send(Conn* c, const ferry_send_args_t& a, Status* error)
                                "fabric: send() on a connection the host has closed"));
   }
   if (c->state == Conn::State::kBroken || c->peer_closed) {
-    return Report(
-        error, Status(c->broken_status != FERRY_OK ? c->broken_status : FERRY_PEER_GONE,
-                      "fabric: send() on a broken connection: " +
-                          (c->broken_message.empty() ? std::string("the peer closed it")
-                                                     : c->broken_message)));
+    // The break's status, except a failed connect's UNAVAILABLE: from send()
+    // that means "back-pressure, retry", and retrying cannot help.
+    ferry_status_t code = c->broken_status == FERRY_OK ? FERRY_PEER_GONE
+                          : c->broken_status == FERRY_UNAVAILABLE
+                              ? FERRY_FAILED_PRECONDITION
+                              : c->broken_status;
+    return Report(error, Status(code, "fabric: send() on a broken connection: " +
+                                          (c->broken_message.empty()
+                                               ? std::string("the peer closed it")
+                                               : c->broken_message)));
   }
   uint64_t total = 0;
   Status st = ValidateSend(c, a, &total);
