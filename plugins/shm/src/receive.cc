@@ -176,6 +176,11 @@ Status Conn::Place(const ferry_place_args_t* a) {
 
 Status Conn::Discard(uint64_t msg_id) {
   std::lock_guard<ferry_plugin::Mutex> lock(mu_);
+  if (closing_) {
+    // close() released what was held: refused like place() after close().
+    return Error(FERRY_FAILED_PRECONDITION,
+                 "shm: discard() on a connection being closed");
+  }
   if (rx_ != Rx::kHeld || msg_id != held_id_) {
     return Error(FERRY_INVALID_ARGUMENT,
                  "shm: no arrival with msg_id %llu is waiting for an answer",

@@ -106,8 +106,9 @@ ferry_status_t Conn::Place(const ferry_place_args_t& args, Status* error) {
 }
 
 ferry_status_t Conn::Discard(uint64_t msg_id, Status* error) {
-  // close() already released whatever was held: nothing left to drop.
-  if (state_ == State::kClosed) return FERRY_OK;
+  // close() already released whatever was held: refused like place() and
+  // send() after close() (transport.h, place), and nothing changes.
+  if (state_ == State::kClosed) return Report(error, UnusableError("discard() on"));
   if (rx_state_ != RxState::kHeld || msg_id != arrival_id_) {
     return Report(error, NoArrivalError(msg_id));
   }
