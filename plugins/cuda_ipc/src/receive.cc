@@ -219,6 +219,11 @@ void Conn::ReleaseArrival() {
 }
 
 ferry_status_t Conn::Discard(uint64_t msg_id, Status* error) {
+  // close() released what was held: refused like send() after close().
+  if (state_ == State::kClosing) {
+    return Report(error, Error(FERRY_FAILED_PRECONDITION,
+                               "cuda_ipc: discard() on a connection that is closing"));
+  }
   if (!held_ || msg_id != msg_id_) {
     return Report(error, Error(FERRY_INVALID_ARGUMENT,
                                "cuda_ipc: discard() of msg_id %llu, which is not an "
@@ -233,6 +238,10 @@ ferry_status_t Conn::Discard(uint64_t msg_id, Status* error) {
 }
 
 ferry_status_t Conn::Place(const ferry_place_args_t& args, Status* error) {
+  if (state_ == State::kClosing) {
+    return Report(error, Error(FERRY_FAILED_PRECONDITION,
+                               "cuda_ipc: place() on a connection that is closing"));
+  }
   if (!held_ || args.msg_id != msg_id_) {
     return Report(error,
                   Error(FERRY_INVALID_ARGUMENT,
