@@ -870,13 +870,17 @@ Status Context::Place(Conn* c, const ferry_place_args_t& args) {
 }
 
 Status Context::Discard(Conn* c, uint64_t msg_id) {
+  if (c->closing) {
+    return Error(FERRY_FAILED_PRECONDITION,
+                 "chaos: discard() on a connection the host is closing (close() "
+                 "released every arrival)");
+  }
   auto it = c->arrivals.find(msg_id);
   if (it == c->arrivals.end() || !it->second.returned) {
     return Error(FERRY_INVALID_ARGUMENT,
                  "chaos: discard(): msg_id %llu is not an unanswered arrival on "
-                 "this connection%s",
-                 static_cast<unsigned long long>(msg_id),
-                 c->closing ? " (close() released every arrival)" : "");
+                 "this connection",
+                 static_cast<unsigned long long>(msg_id));
   }
   c->arrivals.erase(it);
   return Status();
