@@ -251,6 +251,22 @@ void ConformanceTest::FinishContext(Transport* t) {
   if (b_ == t) b_ = nullptr;
 }
 
+void ConformanceTest::AbandonContext(Transport* t) {
+  for (ferry_conn_t* conn : pump_.LiveConnsOf(t)) tracker_.Abandon(conn);
+  for (auto it = listeners_.begin(); it != listeners_.end();) {
+    it = it->second.t == t ? listeners_.erase(it) : ++it;
+  }
+  pump_.Remove(t);
+  for (auto it = transports_.begin(); it != transports_.end(); ++it) {
+    if (it->get() == t) {
+      transports_.erase(it);  // fini()
+      break;
+    }
+  }
+  if (a_ == t) a_ = nullptr;
+  if (b_ == t) b_ = nullptr;
+}
+
 // ---------------------------------------------------------------------------
 // Listeners and connections
 

@@ -127,6 +127,10 @@ class ConformanceTest : public ::testing::TestWithParam<PluginParam> {
   Transport* OpenContext(uint32_t flags = 0, const std::string& instance = "");
   // Closes every connection of `t`, waits for their CLOSED, fini()s it.
   void FinishContext(Transport* t);
+  // fini()s `t` at once, with whatever is open on it (the core does this
+  // when a shutdown's grace period ends): its listeners, connections and
+  // operations are forgotten, since fini() completes nothing.
+  void AbandonContext(Transport* t);
 
   // ---- listeners and connections ----
   // listen("") with a bounded call time; nullptr after a failure.

@@ -173,6 +173,15 @@ void CookieTracker::ForgetCompleted() {
   }
 }
 
+void CookieTracker::Abandon(ferry_conn_t* conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = records_.begin(); it != records_.end();) {
+    const bool owed =
+        it->second.state == State::kPending || it->second.state == State::kPosting;
+    it = owed && it->second.conn == conn ? records_.erase(it) : ++it;
+  }
+}
+
 void CookieTracker::SetConcurrent(bool concurrent) {
   std::lock_guard<std::mutex> lock(mu_);
   concurrent_ = concurrent;

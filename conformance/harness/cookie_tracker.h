@@ -57,6 +57,10 @@ class CookieTracker {
                                            bool include_posting = true) const;
   // Forget completed cookies (a long test keeps the map small).
   void ForgetCompleted();
+  // The operations on `conn` still owed a completion are given up: the
+  // host fini()ed the context with them in flight, which completes nothing.
+  // A completion for one of them afterwards still fails (INV-1).
+  void Abandon(ferry_conn_t* conn);
 
   // Allows a completion while its post is still in flight (another thread
   // progresses). Exactly-once is still enforced.

@@ -434,6 +434,15 @@ std::vector<ferry_conn_t*> EventPump::UnclosedConns() const {
   return out;
 }
 
+std::vector<ferry_conn_t*> EventPump::LiveConnsOf(Transport* transport) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<ferry_conn_t*> out;
+  for (const auto& [conn, c] : conns_) {
+    if (c.transport == transport && !c.closed) out.push_back(conn);
+  }
+  return out;
+}
+
 std::vector<ferry_conn_t*> EventPump::ClosingConns() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<ferry_conn_t*> out;

@@ -90,6 +90,8 @@ class EventPump {
   ferry_status_t BrokenStatus(ferry_conn_t* conn) const;
   // Connections the host has not close()d yet.
   std::vector<ferry_conn_t*> UnclosedConns() const;
+  // Connections of `transport` whose CLOSED has not been returned.
+  std::vector<ferry_conn_t*> LiveConnsOf(Transport* transport) const;
   // Connections close()d whose CLOSED has not been returned.
   std::vector<ferry_conn_t*> ClosingConns() const;
   std::vector<uint64_t> UnansweredArrivals(ferry_conn_t* conn) const;

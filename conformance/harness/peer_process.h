@@ -35,6 +35,8 @@ class PeerProcess {
   PeerProcess& operator=(const PeerProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  // Our end of the control channel (an fd of this process, -1 once closed).
+  int channel_fd() const { return fd_; }
 
   // Non-blocking: true and the line (without '\n') when the peer has written
   // a complete one since the last call.

@@ -36,6 +36,12 @@
  *  - Ownership is written beside every field: "borrowed" means the callee may
  *    read it only for the duration stated and never frees it; "owned by X"
  *    means X frees it.
+ *  - Edge cases are settled where they arise, in notes marked "Edge:";
+ *    docs/writing-a-plugin.md ("Edge cases") lists them all with the
+ *    conformance requirement (EDGE-n and others) that tests each.
+ *  - user_data values (of connect, listen, send, place, and a connection's)
+ *    are opaque to the plugin: returned as given, never dereferenced, never
+ *    used as a key (two operations may carry the same value, NULL included).
  */
 #ifndef FERRY_TRANSPORT_H_
 #define FERRY_TRANSPORT_H_
@@ -179,10 +185,14 @@ typedef struct ferry_context_info {
   uint64_t caps;             /* FERRY_CAP_* */
   uint64_t memory_kinds;     /* FERRY_MEM_* this context moves */
   uint64_t max_message_size; /* header + all segments, bytes */
-  uint64_t max_inline_size;  /* segments up to this size may arrive inline */
-  uint32_t max_segments;     /* segments per message */
+  uint64_t max_inline_size;  /* segments up to this size may arrive inline;
+                                Edge: a longer one never does */
+  uint32_t max_segments;     /* segments per message. Edge: exactly this many
+                                is a valid message; one more is refused */
   int32_t wakeup_fd;         /* -1 without FERRY_CAP_WAKEUP_FD; owned by the
-                                context: never close or read it */
+                                context: never close or read it. The same fd
+                                for the context's life; the plugin clears it
+                                inside progress(), the host only polls it */
   int32_t priority;          /* routing preference: higher wins when two
                                 transports reach a peer (tcp 10, shm 50) */
   int32_t reserved;
@@ -203,33 +213,51 @@ typedef struct ferry_context_info {
 /* Completion of connect(): `conn` is the handle connect() returned,
  * `user_data` the value given to connect(). status OK, or UNAVAILABLE when
  * nothing listens at the address or it is unreachable (the message names
- * the address), or another failure. */
+ * the address), or another failure.
+ * Edge: a failed CONNECTED is the connection's one failure report: no
+ * CONN_BROKEN follows; sends posted before it complete with its status;
+ * send() afterwards answers FERRY_FAILED_PRECONDITION (never UNAVAILABLE,
+ * which would mean "retry"); the host still close()s it. */
 #define FERRY_EV_CONNECTED 1
 /* A new inbound connection on a listener. `conn` is new, owned by the plugin
  * until the host close()s it; `user_data` is the listener's user_data. The
  * host adopts it with set_conn_user_data() (optional) or close()s it. No
  * ARRIVAL for a connection is returned before its ACCEPTED (or CONNECTED)
- * event has been returned. */
+ * event has been returned.
+ * Edge: an ACCEPTED the plugin queued before close_listener() returned may
+ * still be returned after it; the host adopts or closes that connection
+ * like any other. */
 #define FERRY_EV_ACCEPTED 2
-/* Completion of send(): `user_data` is the send's user_data. */
+/* Completion of send(): `user_data` is the send's user_data. OK means the
+ * plugin no longer reads the segments' bytes (not that the peer has them).
+ * Edge: completions on one connection may be returned in any order; only
+ * arrivals are ordered, and only with FERRY_CAP_ORDERED. Nothing is ordered
+ * across connections. */
 #define FERRY_EV_SEND_DONE 3
 /* A message arrived on `conn`. The fields `msg_id`, `header*`, `segments*`
  * describe it. The host must answer exactly once with place() or discard().
  * Until it does, the plugin may hold back later arrivals on the same
- * connection (and should, for FERRY_CAP_ORDERED). */
+ * connection (and should, for FERRY_CAP_ORDERED).
+ * Edge: a message with no header and no segments is a message and arrives
+ * (header may then be NULL, and segments NULL when num_segments is 0).
+ * msg_id is unique among the connection's unanswered arrivals; it may be
+ * reused once an arrival is answered. */
 #define FERRY_EV_ARRIVAL 4
 /* Completion of place(): every placed segment is in its destination. */
 #define FERRY_EV_PLACE_DONE 5
 /* The connection failed (peer closed, died, or reset): status is
  * FERRY_PEER_GONE or another error. Every operation pending on it has
  * completed (or will complete, before FERRY_EV_CLOSED) with that status.
- * Delivered at most once per connection; the host still close()s it. */
+ * Delivered at most once per connection, and only for one that was
+ * established (CONNECTED OK or ACCEPTED); the host still close()s it.
+ * Edge: the failed completions may come before or after it. */
 #define FERRY_EV_CONN_BROKEN 6
 /* The last event for `conn`, after the host's close(): every operation on it
  * has completed. The handle is invalid once this event is returned. After
  * close(), no further ARRIVAL is returned for the connection (one the host
  * has not seen yet is dropped; one it holds is released), and a CONNECTED
- * the host has not seen yet completes with FERRY_CANCELLED. */
+ * the host has not seen yet completes with FERRY_CANCELLED. Nothing is
+ * returned for the connection after CLOSED. */
 #define FERRY_EV_CLOSED 7
 
 /* A segment of an arriving message, as the receiver sees it. */
@@ -239,7 +267,10 @@ typedef struct ferry_arrival_segment {
   uint64_t length;       /* bytes */
   ferry_device_t device; /* where the sender's bytes live (a hint) */
   /* Non-NULL when the bytes are already here ("inline", eager). Borrowed:
-   * valid until the host answers the arrival with place() or discard(). */
+   * valid until the host answers the arrival with place() or discard().
+   * Edge: never set for a segment longer than max_inline_size; for a
+   * zero-length segment it may be NULL or not (its destination is ignored
+   * either way). */
   const void* inline_data;
 } ferry_arrival_segment_t;
 #define FERRY_ARRIVAL_SEGMENT_STRUCT_SIZE \
@@ -276,7 +307,10 @@ typedef struct ferry_event {
 typedef struct ferry_progress_args {
   uint32_t struct_size;
   uint32_t max_events;   /* capacity of `events`; 0 is allowed (progress
-                            is made, no event is returned) */
+                            is made, no event is returned). Edge: then
+                            `events` may be NULL, num_events is set to 0,
+                            and what is ready stays queued for a later
+                            call. */
   ferry_event_t* events; /* out: borrowed for the call, host-owned array */
   uint64_t event_stride; /* bytes between events: the host's sizeof. The
                             plugin writes min(stride, its own size) bytes of
@@ -297,7 +331,7 @@ typedef struct ferry_listen_args {
   /* Borrowed for the call. Plugin-defined; "" means "any suitable local
    * address, port chosen by the system". tcp: "127.0.0.1:0", "[::1]:5000". */
   const char* address;
-  void* user_data; /* returned in FERRY_EV_ACCEPTED */
+  void* user_data; /* returned in FERRY_EV_ACCEPTED; opaque */
 } ferry_listen_args_t;
 #define FERRY_LISTEN_ARGS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_listen_args_t, user_data)
 
@@ -314,7 +348,8 @@ typedef struct ferry_connect_args {
 typedef struct ferry_segment {
   uint32_t struct_size;
   uint32_t reserved;
-  const void* data; /* borrowed until FERRY_EV_SEND_DONE: not written */
+  const void* data; /* borrowed until FERRY_EV_SEND_DONE: not written.
+                       Edge: may be NULL when length is 0 */
   uint64_t length;
   ferry_device_t device;
   ferry_mr_t* mr; /* optional registration covering data, or NULL;
@@ -334,11 +369,13 @@ typedef struct ferry_send_args {
   uint32_t struct_size;
   uint32_t num_segments;
   /* Copied during the call: the caller may reuse it on return. At most
-   * max_header_size bytes. */
+   * max_header_size bytes. Edge: may be NULL when header_len is 0. */
   const void* header;
   uint64_t header_len;
   /* The descriptor array is read during the call only; the bytes each
-   * segment points to are borrowed until FERRY_EV_SEND_DONE. */
+   * segment points to are borrowed until FERRY_EV_SEND_DONE. Edge: may be
+   * NULL when num_segments is 0; a zero-length segment is a segment (it
+   * arrives, with length 0). */
   const ferry_segment_t* segments;
   uint64_t segment_stride;
   void* user_data; /* returned in FERRY_EV_SEND_DONE */
@@ -350,8 +387,8 @@ typedef struct ferry_place_dest {
   uint32_t struct_size;
   uint32_t reserved;
   /* Borrowed until FERRY_EV_PLACE_DONE. NULL drops this segment's bytes.
-   * For segments that arrived inline, data and capacity are ignored (the
-   * host copies those itself). */
+   * For segments that arrived inline, and zero-length ones, data and
+   * capacity are ignored (the host copies those itself). */
   void* data;
   uint64_t capacity; /* must be >= the segment's length */
   ferry_device_t device;
@@ -363,7 +400,8 @@ typedef struct ferry_place_args {
   uint32_t struct_size;
   uint32_t num_dests; /* must equal the arrival's num_segments */
   uint64_t msg_id;
-  /* Read during the call only; buffers borrowed until PLACE_DONE. */
+  /* Read during the call only; buffers borrowed until PLACE_DONE. Edge:
+   * may be NULL when num_dests is 0. */
   const ferry_place_dest_t* dests;
   uint64_t dest_stride;
   void* user_data; /* returned in FERRY_EV_PLACE_DONE */
@@ -398,38 +436,67 @@ typedef struct ferry_reg_args {
  *
  * Calls that take a ferry_error_buf_t* fill it on failure when non-NULL.
  * Unless FERRY_CAP_THREAD_SAFE, the host never makes two calls on one
- * context at the same time. Calls on different contexts never interfere. */
+ * context at the same time; progress() is never called concurrently with
+ * itself on one context. Calls on different contexts never interfere.
+ * Edge: the host may call into two contexts from two threads at once, also
+ * without FERRY_CAP_THREAD_SAFE (which is about one context): nothing a
+ * context keeps may be shared unprotected with another. A refused call
+ * (any status but FERRY_OK) changed nothing and produces no event. */
 typedef struct ferry_transport_vtable {
   uint32_t struct_size;
   uint32_t reserved;
 
   /* Creates a context. *out is owned by the host until fini(). A plugin may
    * be init'ed several times (several independent contexts). Returns
-   * FERRY_UNAVAILABLE with a reason when the transport cannot run here. */
+   * FERRY_UNAVAILABLE with a reason when the transport cannot run here.
+   * Edge: without FERRY_FEATURE_MULTI_CONTEXT the host keeps one context at
+   * a time; such a plugin may answer a second init() while one lives with
+   * FERRY_FAILED_PRECONDITION. */
   ferry_status_t (*init)(const ferry_init_args_t* args, ferry_context_t** out,
                          ferry_error_buf_t* err);
-  /* Destroys a context. Every listener and connection must have been closed
-   * and its FERRY_EV_CLOSED returned; fini releases whatever remains. */
+  /* Destroys a context. The host normally closes every listener and
+   * connection and waits for their FERRY_EV_CLOSED first.
+   * Edge: it may also call fini() with listeners open, connections open or
+   * closing, operations in flight and arrivals unanswered (a shutdown whose
+   * grace period ended). fini() then returns at once, releases all of it
+   * (no fd, thread or registration survives), returns no event, and never
+   * touches a host buffer afterwards; peers see their connections break. */
   void (*fini)(ferry_context_t* ctx);
   /* Fills *info (the host sets info->struct_size). */
   ferry_status_t (*query)(ferry_context_t* ctx, ferry_context_info_t* info);
   /* Makes progress without blocking and returns up to max_events events.
-   * Returns FERRY_OK (possibly with zero events) or a fatal context error. */
+   * Returns FERRY_OK (possibly with zero events) or a context error.
+   * Edge: a status other than FERRY_OK returns no event (num_events 0,
+   * nothing lost); the host may call again. */
   ferry_status_t (*progress)(ferry_context_t* ctx, ferry_progress_args_t* args);
 
-  /* Opens a listener at once (no blocking). */
+  /* Opens a listener at once (no blocking).
+   * Edge: an address the plugin cannot parse is FERRY_INVALID_ARGUMENT. An
+   * address where a listener is open (a live one's listener_address()) is
+   * FERRY_ALREADY_EXISTS, and that listener is untouched: listen() never
+   * takes over an address. A plugin whose listener addresses are assigned,
+   * not chosen (fabric: its endpoint's), may ignore the request and listen
+   * at its own address instead; listener_address() says which. */
   ferry_status_t (*listen)(ferry_context_t* ctx, const ferry_listen_args_t* args,
                            ferry_listener_t** out, ferry_error_buf_t* err);
   /* Copies the address peers pass to connect() (NUL-terminated) into buf.
    * Returns FERRY_RESOURCE_EXHAUSTED if it does not fit. */
   ferry_status_t (*listener_address)(ferry_listener_t* listener, char* buf,
                                      uint64_t buf_len);
-  /* Closes at once; connections already accepted stay open. */
+  /* Closes at once; connections already accepted stay open. No event: the
+   * handle is invalid when it returns (see FERRY_EV_ACCEPTED for one
+   * accepted just before). */
   void (*close_listener)(ferry_listener_t* listener);
 
   /* Starts connecting and returns at once; FERRY_EV_CONNECTED completes it.
    * Sends may be posted before it completes: they go out once connected, or
-   * fail with the connect error. *out is valid until FERRY_EV_CLOSED. */
+   * fail with the connect error. *out is valid until FERRY_EV_CLOSED.
+   * Edge: connect() itself refuses (nothing posted, no handle, no event)
+   * only what it can tell from its arguments and local resources: an
+   * address it cannot parse, "" included, is FERRY_INVALID_ARGUMENT; out of
+   * memory or fds, FERRY_RESOURCE_EXHAUSTED. Whether anything listens at a
+   * well-formed address is always answered by FERRY_EV_CONNECTED
+   * (UNAVAILABLE), even when the plugin knows at once. */
   ferry_status_t (*connect)(ferry_context_t* ctx, const ferry_connect_args_t* args,
                             ferry_conn_t** out, ferry_error_buf_t* err);
   /* Sets the value reported as conn_user_data in this conn's events. */
@@ -441,7 +508,12 @@ typedef struct ferry_transport_vtable {
    * FERRY_UNAVAILABLE for back-pressure only (retry after progress()), the
    * break's status (FERRY_PEER_GONE, ...) on a broken connection and
    * FERRY_FAILED_PRECONDITION on a closing one: in each case nothing was
-   * posted. A broken connection never answers FERRY_UNAVAILABLE. */
+   * posted. A broken connection never answers FERRY_UNAVAILABLE.
+   * Edge: on a connection whose connect failed, FERRY_FAILED_PRECONDITION.
+   * A connection the plugin knows is broken may refuse before its
+   * CONN_BROKEN is returned, or accept and complete the send with the
+   * break's status. Exactly max_segments segments, a header of exactly
+   * max_header_size and a message of exactly max_message_size are valid. */
   ferry_status_t (*send)(ferry_conn_t* conn, const ferry_send_args_t* args,
                          ferry_error_buf_t* err);
   /* Answers an arrival by giving destinations for its segments; completes
@@ -450,7 +522,9 @@ typedef struct ferry_transport_vtable {
    * Wrong msg_id, num_dests or a capacity below the segment's length:
    * FERRY_INVALID_ARGUMENT, nothing changes. On a broken connection place()
    * may fail with the break's status; the arrival then stays held until
-   * discard() or close(). */
+   * discard() or close(). Edge: after close() (which released every held
+   * arrival) place() and discard() answer FERRY_FAILED_PRECONDITION and
+   * change nothing. */
   ferry_status_t (*place)(ferry_conn_t* conn, const ferry_place_args_t* args,
                           ferry_error_buf_t* err);
   /* Answers an arrival by dropping it: its bytes are skipped, later messages
@@ -460,7 +534,12 @@ typedef struct ferry_transport_vtable {
    * a broken connection; an unknown msg_id is FERRY_INVALID_ARGUMENT. */
   ferry_status_t (*discard)(ferry_conn_t* conn, uint64_t msg_id, ferry_error_buf_t* err);
   /* Starts closing: pending operations complete with FERRY_CANCELLED (or the
-   * error that broke the connection), then FERRY_EV_CLOSED is returned. */
+   * error that broke the connection), then FERRY_EV_CLOSED is returned.
+   * Edge: a send may also complete OK when all of it was handed over; a
+   * placement in flight completes OK (every byte landed) or CANCELLED, and
+   * after its PLACE_DONE the plugin never writes its destinations again. A
+   * second close() before CLOSED is a no-op; after CLOSED the handle is
+   * gone and the host never passes it again. */
   void (*close)(ferry_conn_t* conn);
 
   /* Registers memory for sends and placements. *out is owned by the host
