@@ -205,6 +205,7 @@ void Agent::MakeEngine() {
   eo.skip_unusable = options_.auto_select;
   eo.peer_timeout = options_.peer_timeout;
   eo.device_allocator = options_.device_allocator;
+  eo.limits = options_.limits;
   engine_ = std::make_unique<Engine>(eo, this);
   std::weak_ptr<Agent> weak = weak_from_this();
   RRefContext::Hooks hooks;

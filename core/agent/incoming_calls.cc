@@ -113,7 +113,10 @@ void IncomingCalls::RedispatchEarlyCalls(const std::string& function) {
       }
     }
   }
-  for (EarlyCall& c : ready) OnRequest(c.from, *c.msg);
+  for (EarlyCall& c : ready) {
+    queued_.fetch_sub(1);  // OnRequest queues it again if it must wait
+    OnRequest(c.from, *c.msg);
+  }
 }
 
 // ---- serving ------------------------------------------------------------------
@@ -152,7 +155,9 @@ void IncomingCalls::OnRequest(PeerKey from, InMessage& msg) {
   }
   auto value = w_.codec.Decode(from.id, req.value, msg);
   Status problem;
-  if (found == Lookup::kUnknown) {
+  if (found == Lookup::kQueueFull) {
+    problem = QueueFull(req.function);
+  } else if (found == Lookup::kUnknown) {
     problem = Status(FERRY_NOT_FOUND,
                      "no function '" + req.function + "' is registered on worker '" +
                          w_.options.name +
@@ -196,6 +201,7 @@ IncomingCalls::Lookup IncomingCalls::FindHandler(PeerKey from, const wire::Reque
     return Lookup::kFound;
   }
   if (std::chrono::steady_clock::now() < registration_grace_until_) {
+    if (!TakeQueueSlot()) return Lookup::kQueueFull;
     early_calls_.push_back(
         EarlyCall{from, std::make_shared<InMessage>(std::move(msg)), req.function});
     return Lookup::kHeld;
@@ -227,8 +233,13 @@ void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call,
     st->handler_returned.store(true);
     return;
   }
+  if (!TakeQueueSlot()) {
+    call->Fail(QueueFull(call->function()));
+    return;
+  }
   executor_->Post([this, fn = std::move(entry.fn), c = call.release(),
                    v = std::make_shared<Value>(std::move(args))]() mutable {
+    queued_.fetch_sub(1);
     std::unique_ptr<IncomingCall> queued(c);
     std::shared_ptr<CallState> st = queued->state_;
     if (st->given_up()) {
@@ -245,6 +256,28 @@ void IncomingCalls::Run(HandlerEntry entry, std::unique_ptr<IncomingCall> call,
     (*fn)(std::move(queued), std::move(*v));
     st->handler_returned.store(true);
   });
+}
+
+bool IncomingCalls::TakeQueueSlot() {
+  if (queued_.fetch_add(1) < w_.options.limits.max_queued_calls) return true;
+  queued_.fetch_sub(1);
+  return false;
+}
+
+Status IncomingCalls::QueueFull(const std::string& function) {
+  const uint64_t n = refused_.fetch_add(1) + 1;
+  const std::string why =
+      "worker '" + w_.options.name + "' refused the call of '" + function +
+      "': " + std::to_string(w_.options.limits.max_queued_calls) +
+      " calls already wait there for a handler thread, " +
+      Limits::Describe("max_queued_calls", w_.options.limits.max_queued_calls) +
+      ". It did not run: call again later, or keep fewer calls in flight";
+  // The first refusal, then every 1000th: a flood must not flood the log.
+  if (n == 1 || n % 1000 == 0) {
+    FERRY_LOG(FERRY_LOG_WARN, kLog,
+              why + " (" + std::to_string(n) + " refused so far on this worker)");
+  }
+  return Status(FERRY_RESOURCE_EXHAUSTED, why);
 }
 
 void IncomingCalls::RunLocal(uint64_t call_id, const wire::Request& req, Value args,
@@ -426,6 +459,16 @@ void IncomingCalls::Respond(const PeerKey& to, uint64_t call_id, Status status,
   if (!s.ok()) {
     for (const auto& f : forks) w_.rrefs.ForkAborted(f);
     FERRY_LOG(FERRY_LOG_DEBUG, kLog, "reply not sent: " + s.ToString());
+    if (s.code() == FERRY_RESOURCE_EXHAUSTED && resp.status == FERRY_OK) {
+      // A result over a limit (max_message_size): the caller hears why
+      // now rather than at its deadline.
+      Respond(to, call_id,
+              Status(s.code(), "worker '" + w_.options.name +
+                                   "' ran the call, but its result could not be "
+                                   "sent: " +
+                                   s.message()),
+              nullptr);
+    }
   }
 }
 

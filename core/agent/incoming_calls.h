@@ -7,6 +7,11 @@
 // received the call (no hop on the fast path); one that may block runs on
 // the executor's threads, so it may make nested calls without stalling
 // progress.
+//
+// Bounded (docs/limits.md): calls waiting for an executor thread, and those
+// held for a function not registered yet, number at most the limit
+// max_queued_calls; one more is refused with RESOURCE_EXHAUSTED back to its
+// caller, so a flood of calls costs this worker bounded memory.
 #pragma once
 
 #include "agent/executor.h"
@@ -162,7 +167,7 @@ class IncomingCalls {
     std::shared_ptr<InMessage> msg;
     std::string function;
   };
-  enum class Lookup { kFound, kHeld, kUnknown };
+  enum class Lookup { kFound, kHeld, kUnknown, kQueueFull };
 
   // The handler for `req`; or the call is held (an early call, `msg` moved
   // away); or no such function (`known` lists those registered).
@@ -191,6 +196,14 @@ class IncomingCalls {
   std::unique_ptr<Executor> executor_;
   std::atomic<int> serving_{0};
   std::atomic<uint64_t> dropped_{0};
+  // Calls queued for the executor or held early, and not started: at most
+  // Limits::max_queued_calls (TakeQueueSlot).
+  std::atomic<uint32_t> queued_{0};
+  std::atomic<uint64_t> refused_{0};
+  // Takes a place in the queue; false (nothing taken) when it is full.
+  bool TakeQueueSlot();
+  // Why a call was refused at max_queued_calls (and the log says so).
+  Status QueueFull(const std::string& function);
 
   // The calls received and not answered yet, by (caller id, call id), for
   // CANCEL and the caller's departure to reach them.

@@ -2,6 +2,7 @@
 // (api/ferry_c.cc) from ferry_worker_options_t and the FERRY_* environment.
 #pragma once
 
+#include "common/limits.h"
 #include "engine/device_memory.h"
 
 #include <chrono>
@@ -34,6 +35,9 @@ struct AgentOptions {
   // Where received device tensors are allocated (else the device
   // transport's allocator).
   std::optional<AppDeviceAllocator> device_allocator;
+  // What peers and callers may use (docs/limits.md); the agent enforces
+  // the call limits, the engine the others.
+  Limits limits;
 };
 
 }  // namespace ferry

@@ -1,6 +1,7 @@
 // The calls this worker waits for (outgoing_calls.h).
 #include "agent/outgoing_calls.h"
 
+#include "agent/executor.h"
 #include "agent/incoming_calls.h"
 #include "common/log.h"
 
@@ -89,12 +90,18 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
         Status(FERRY_INVALID_ARGUMENT, "a call from worker '" + w_.options.name +
                                            "' to itself: call the function directly"));
   }
+  if (target.value() != 0) {
+    // Back-pressure: the place this takes is the call's from here on.
+    Status room = WaitForRoom(target.value(), to, deadline);
+    if (!room.ok()) return fail(std::move(room));
+  }
   PendingCall pc;
   pc.future = future;
   pc.to = target.value();
   pc.to_name = to;
   pc.deadline = deadline;
   pc.on_settled = std::move(on_settled);
+  pc.counted = target.value() != 0;
   Describe(pc, req.function);
   uint64_t call_id;
   {
@@ -105,6 +112,10 @@ std::shared_ptr<Future> OutgoingCalls::Start(const std::string& to, wire::Reques
   req.timeout_ms = RemainingMs(deadline);
   Status s = BuildMessage(pc, std::move(req), std::move(args));
   if (!s.ok()) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      UncountLocked(pc);
+    }
     for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);
     // on_settled is not called on this path, so a remote() whose arguments
     // cannot be encoded keeps its fork unconfirmed: a known gap, left for a
@@ -269,6 +280,7 @@ void OutgoingCalls::SendPending(uint64_t call_id) {
     if (it == calls_.end()) return;
     pc = std::move(it->second);
     calls_.erase(it);
+    UncountLocked(pc);
   }
   for (const auto& f : pc.forks) w_.rrefs.ForkAborted(f);
   if (pc.on_settled) pc.on_settled(s);
@@ -282,6 +294,9 @@ void OutgoingCalls::OnMemberJoined(const std::string& name, uint64_t id) {
     for (auto& [call_id, c] : calls_) {
       if (c.to == 0 && c.to_name == name) {
         c.to = id;
+        // Counted without waiting: it waited for the join already, and
+        // the calls waiting for a name are few.
+        CountLocked(c);
         ready.push_back(call_id);
       }
     }
@@ -305,6 +320,7 @@ void OutgoingCalls::OnResponse(PeerKey from, InMessage& msg) {
     if (it == calls_.end() || it->second.to != from.id) return;  // late or stray
     pc = std::move(it->second);
     calls_.erase(it);
+    UncountLocked(pc);
   }
   auto value = w_.codec.Decode(from.id, resp.value, msg);
   Status status = resp.status == FERRY_OK ? (value.ok() ? Status::Ok() : value.status())
@@ -325,6 +341,7 @@ void OutgoingCalls::ExpireDue() {
     earliest_deadline_ = steady_clock::time_point::max();
     for (auto it = calls_.begin(); it != calls_.end();) {
       if (now >= it->second.deadline) {
+        UncountLocked(it->second);
         expired.emplace_back(it->first, std::move(it->second));
         it = calls_.erase(it);
       } else {
@@ -362,6 +379,7 @@ void OutgoingCalls::Cancel(uint64_t call_id) {
     if (it == calls_.end()) return;
     pc = std::move(it->second);
     calls_.erase(it);
+    UncountLocked(pc);
   }
   const Status s(FERRY_CANCELLED, "the call was cancelled by its caller");
   if (pc.local) {
@@ -373,6 +391,66 @@ void OutgoingCalls::Cancel(uint64_t call_id) {
   }
   if (pc.on_settled) pc.on_settled(s);
   pc.future->Complete(s);
+}
+
+void OutgoingCalls::CountLocked(PendingCall& pc) {
+  if (pc.counted || pc.to == 0 || pc.local) return;
+  ++in_flight_[pc.to];
+  pc.counted = true;
+}
+
+void OutgoingCalls::UncountLocked(PendingCall& pc) {
+  if (!pc.counted) return;
+  pc.counted = false;
+  auto it = in_flight_.find(pc.to);
+  if (it == in_flight_.end()) return;
+  if (--it->second == 0) in_flight_.erase(it);
+}
+
+Status OutgoingCalls::WaitForRoom(uint64_t to, const std::string& name,
+                                  steady_clock::time_point deadline) {
+  const Limits& limits = w_.options.limits;
+  bool placed = false;
+  bool calls_full = false;
+  uint32_t calls = 0;
+  uint64_t bytes = 0;
+  // Idempotent: WaitUntil may ask again after it said yes.
+  auto try_place = [&] {
+    if (placed) return true;
+    bytes = w_.engine.QueuedBytesTo(to);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = in_flight_.find(to);
+    calls = it == in_flight_.end() ? 0 : it->second;
+    calls_full = calls >= limits.max_calls_in_flight_per_peer;
+    if (calls_full || bytes >= limits.max_queued_bytes_per_connection) return false;
+    ++in_flight_[to];
+    placed = true;
+    return true;
+  };
+  if (try_place()) return Status::Ok();
+  const auto began = steady_clock::now();
+  {
+    // On an executor thread this wait may hold the work queued behind it:
+    // the pool grows meanwhile (executor.h).
+    Executor::Blocking blocking;
+    w_.engine.WaitUntil(try_place, deadline);
+  }
+  if (placed) return Status::Ok();
+  const auto waited =
+      std::chrono::duration_cast<milliseconds>(steady_clock::now() - began);
+  const std::string who = w_.members.NameOf(to).empty() ? name : w_.members.NameOf(to);
+  return Status(
+      FERRY_DEADLINE_EXCEEDED,
+      "the call waited " + std::to_string(waited.count()) +
+          " ms for room and its deadline passed before it was sent: " +
+          (calls_full ? std::to_string(calls) + " calls to worker '" + who +
+                            "' were in flight, " +
+                            Limits::Describe("max_calls_in_flight_per_peer",
+                                             limits.max_calls_in_flight_per_peer)
+                      : std::to_string(bytes) + " bytes to worker '" + who +
+                            "' were queued and not yet sent, " +
+                            Limits::Describe("max_queued_bytes_per_connection",
+                                             limits.max_queued_bytes_per_connection)));
 }
 
 void OutgoingCalls::SendCancel(uint64_t to, uint64_t call_id, wire::CancelReason why) {
@@ -390,6 +468,7 @@ void OutgoingCalls::FailCallsTo(uint64_t id, const Status& why) {
     std::lock_guard<std::mutex> l(mu_);
     for (auto it = calls_.begin(); it != calls_.end();) {
       if (it->second.to == id) {
+        UncountLocked(it->second);
         failed.push_back(std::move(it->second));
         it = calls_.erase(it);
       } else {
@@ -408,6 +487,7 @@ void OutgoingCalls::CancelAll(const Status& why) {
   {
     std::lock_guard<std::mutex> l(mu_);
     calls.swap(calls_);
+    in_flight_.clear();
   }
   for (auto& [id, c] : calls) c.future->Complete(why);
 }

@@ -3,7 +3,10 @@
 // A call to a name no member has joined with yet waits, encoded once the
 // member is known (RRef forks need the destination). Each call ends exactly
 // once: its response, its deadline, its peer gone, or this worker's
-// shutdown.
+// shutdown. Back-pressure (docs/limits.md): a call to a peer that already
+// has max_calls_in_flight_per_peer calls in flight, or
+// max_queued_bytes_per_connection bytes not yet written, waits in Start for
+// room, within its deadline.
 #pragma once
 
 #include "agent/future.h"
@@ -76,6 +79,7 @@ class OutgoingCalls {
     std::vector<wire::RRefRef> forks;    // to undo if never sent
     OnSettled on_settled;                // remote(): confirm/abandon
     bool local = false;                  // to this worker itself
+    bool counted = false;                // in in_flight_[to]
     // For the debug dump: what was called, when, and from which served
     // call (a nested call: parent_function is not empty).
     std::string function;
@@ -96,6 +100,14 @@ class OutgoingCalls {
   std::shared_ptr<Future> StartLocal(std::shared_ptr<Future> future,
                                      const std::string& to, wire::Request req, Value args,
                                      std::chrono::steady_clock::time_point deadline);
+  // Waits (pumping) until a call to member `to` fits its limits, and takes
+  // its place in in_flight_; DEADLINE_EXCEEDED naming the limit that held
+  // it when `deadline` passes first.
+  Status WaitForRoom(uint64_t to, const std::string& name,
+                     std::chrono::steady_clock::time_point deadline);
+  // Under mu_: counts `pc` to its callee / gives its place back.
+  void CountLocked(PendingCall& pc);
+  void UncountLocked(PendingCall& pc);
   // Tells member `to` that this worker gave up on its call `call_id`. Best
   // effort: never retried (a lost CANCEL costs only work; the callee's own
   // copy of the deadline ends the call there too).
@@ -107,6 +119,9 @@ class OutgoingCalls {
 
   std::mutex mu_;  // everything below
   std::map<uint64_t, PendingCall> calls_;
+  // Calls in flight per callee id (sent or about to be; not those waiting
+  // for a name to join, nor calls to this worker itself).
+  std::map<uint64_t, uint32_t> in_flight_;
   // No pending call's deadline is earlier than this (it may be earlier
   // than any: a call that set it may have been answered since). The expiry
   // timer scans calls_ only once it has passed, so 100 000 calls in flight

@@ -205,6 +205,40 @@ Status EnvNumber(const char* name, long long max, long long* out) {
   return Status::Ok();
 }
 
+// The worker's limits (ferry.h, ferry_limits_t; docs/limits.md): each field
+// the application set, else its environment variable, else its default.
+Status ResolveLimits(const ferry_worker_options_t* o, ferry::Limits* out) {
+  ferry::Limits l = ferry::Limits::Unset();
+  const ferry_limits_t* in =
+      FERRY_FIELD_PRESENT(o, ferry_worker_options_t, limits) ? o->limits : nullptr;
+  if (in != nullptr) {
+    if (!FERRY_FIELD_PRESENT(in, ferry_limits_t, max_calls_in_flight_per_peer)) {
+      return Status(FERRY_INVALID_ARGUMENT,
+                    "ferry_limits_t.struct_size is " + std::to_string(in->struct_size) +
+                        ", too small: set it to FERRY_LIMITS_STRUCT_SIZE");
+    }
+    l.max_calls_in_flight_per_peer = in->max_calls_in_flight_per_peer;
+    if (FERRY_FIELD_PRESENT(in, ferry_limits_t, max_message_size)) {
+      l.max_message_size = in->max_message_size;
+    }
+    if (FERRY_FIELD_PRESENT(in, ferry_limits_t, max_queued_bytes_per_connection)) {
+      l.max_queued_bytes_per_connection = in->max_queued_bytes_per_connection;
+    }
+    if (FERRY_FIELD_PRESENT(in, ferry_limits_t, max_queued_calls)) {
+      l.max_queued_calls = in->max_queued_calls;
+    }
+    if (FERRY_FIELD_PRESENT(in, ferry_limits_t, max_connections)) {
+      l.max_connections = in->max_connections;
+    }
+    if (FERRY_FIELD_PRESENT(in, ferry_limits_t, handshake_timeout_ms)) {
+      l.handshake_timeout = Ms(in->handshake_timeout_ms);
+    }
+  }
+  if (Status s = l.Resolve(); !s.ok()) return s;
+  *out = l;
+  return Status::Ok();
+}
+
 // The job's kind (ferry.h, ferry_worker_options_t.world_size): the
 // options, else WORLD_SIZE / RANK as torchrun sets them, else elastic.
 Status ResolveJobKind(const ferry_worker_options_t* o, ferry::AgentOptions* ao) {
@@ -350,6 +384,7 @@ ferry_status_t ferry_worker_start(const ferry_worker_options_t* o, ferry_worker_
         o->start_timeout_ms) {
       ao.start_timeout = Ms(o->start_timeout_ms);
     }
+    if (Status s = ResolveLimits(o, &ao.limits); !s.ok()) return Fail(s);
     ao.auto_select = auto_select;
     auto agent = Agent::Start(std::move(ao));
     if (!agent.ok()) return Fail(agent.status());

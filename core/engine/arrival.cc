@@ -63,6 +63,15 @@ void Engine::ProcessEvent(TransportSlot& slot, const ferry_event_t& ev,
       if (c->state != Conn::State::kClosed) OnArrival(c, ev, actions);
       break;
     case FERRY_EV_CONN_BROKEN:
+      if (c->state != Conn::State::kClosed && !c->outbound &&
+          c->state != Conn::State::kReady) {
+        // A stranger's connection the transport dropped (a malformed or
+        // oversized frame, say): nobody else hears of it.
+        FERRY_LOG(FERRY_LOG_WARN, kLog,
+                  "closed the connection from " + c->address +
+                      " before its handshake finished: " +
+                      (ev.message ? ev.message : "connection lost"));
+      }
       if (c->state != Conn::State::kClosed) {
         ConnFailed(c,
                    Status(ev.status == FERRY_OK ? FERRY_PEER_GONE : ev.status,
@@ -101,10 +110,13 @@ void Engine::OnAccepted(TransportSlot& slot, const ferry_event_t& ev) {
   if (peer.ok()) c->address = peer.value();
   slot.by_handle[ev.conn] = c.get();
   ++stats_.connections;
+  Conn* accepted = c.get();
   conns_[c->id] = std::move(c);
+  RefuseIfOverConnectionLimit(accepted);
 }
 
 void Engine::OnArrival(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions) {
+  if (!ArrivalWithinLimit(c, ev, actions)) return;
   Transport& t = *c->slot->transport;
   wire::Reader r(ev.header, ev.header_len);
   auto msg = std::make_unique<InMessage>();

@@ -193,7 +193,7 @@ void Engine::AddTimer(std::chrono::milliseconds period, std::function<void()> fn
 void Engine::RunTimers(Clock::time_point now, std::vector<Action>* actions) {
   timers_.CollectDue(now, actions);
   if (now >= next_heartbeat_check_) {
-    next_heartbeat_check_ = now + options_.peer_timeout / 8;
+    next_heartbeat_check_ = now + HeartbeatCheckInterval();
     HeartbeatTick(now, actions);
   }
   timers_.SetDueHint(next_heartbeat_check_);

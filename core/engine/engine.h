@@ -32,6 +32,7 @@
 // The data they share is in connection.h and peer.h.
 #pragma once
 
+#include "common/limits.h"
 #include "common/status.h"
 #include "engine/device_memory.h"
 #include "engine/message.h"
@@ -79,6 +80,10 @@ struct EngineOptions {
   // Where received device tensors are allocated (else the device
   // transport's allocator).
   std::optional<AppDeviceAllocator> device_allocator;
+  // The engine enforces max_message_size, max_queued_bytes_per_connection
+  // (counting; the agent waits on it), max_connections and the handshake
+  // timeout (admission.cc).
+  Limits limits;
 };
 
 class EngineSink {
@@ -146,6 +151,10 @@ class Engine : private ProgressDriver::Pump {
   Status SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg);
   // Store protocol: connect to a store (client side), listen as the store,
   // send on a store connection.
+  // Bytes of messages to member `id` not yet written to its connection
+  // (0 for an unknown member): the agent's calls wait while this is at
+  // max_queued_bytes_per_connection.
+  uint64_t QueuedBytesTo(uint64_t id) const;
   StatusOr<uint64_t> ConnectStore(const std::string& address);
   Status ListenStore(const std::string& address, std::string* bound);
   Status SendOnConn(uint64_t conn, std::unique_ptr<OutMessage> msg);
@@ -247,7 +256,20 @@ class Engine : private ProgressDriver::Pump {
   void DeviceConnFailed(Conn* c, const Status& why, std::vector<Action>* actions);
   void ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions);
   void PeerGone(Peer* p, const Status& why, std::vector<Action>* actions);
+  // admission.cc: the limits (engine.h, EngineOptions::limits).
+  // RESOURCE_EXHAUSTED naming max_message_size for a message too large.
+  Status CheckMessageSize(const OutMessage& msg) const;
+  // Counts `msg` against `p`'s queued bytes until it is gone.
+  static void ChargeQueuedBytes(Peer* p, OutMessage* msg);
+  // False (and `c` failed, its arrival discarded, logged) when the arrival
+  // announces more than max_message_size: nothing of it is allocated.
+  bool ArrivalWithinLimit(Conn* c, const ferry_event_t& ev, std::vector<Action>* actions);
+  // Closes the connection just accepted when it is one too many.
+  void RefuseIfOverConnectionLimit(Conn* c);
+  std::chrono::milliseconds HandshakeTimeout() const;
   // engine.cc, heartbeats.cc
+  // How often heartbeats and handshake deadlines are checked.
+  std::chrono::milliseconds HeartbeatCheckInterval() const;
   void RunTimers(Clock::time_point now, std::vector<Action>* actions);
   void HeartbeatTick(Clock::time_point now, std::vector<Action>* actions);
   Conn* FindConn(uint64_t id);
@@ -267,6 +289,9 @@ class Engine : private ProgressDriver::Pump {
   std::map<uint64_t, std::unique_ptr<Peer>> peers_;    // by member id
   uint64_t next_conn_id_ = 1;
   Stats stats_;
+  // Connections refused at max_connections (the log says the first, then
+  // every 1000th).
+  uint64_t refused_over_limit_ = 0;
   TimerList timers_;
   Clock::time_point next_heartbeat_check_{};
   // Sends and places posted and not yet completed: if the transport is

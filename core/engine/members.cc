@@ -142,6 +142,7 @@ uint64_t Engine::NeededKinds(const OutMessage& msg) {
 }
 
 Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
+  if (Status s = CheckMessageSize(*msg); !s.ok()) return s;
   const uint64_t needed = NeededKinds(*msg);
   if (route::NeedsDevice(needed)) return SendDeviceMessage(id, std::move(msg), needed);
   std::lock_guard<std::mutex> l(mu_);
@@ -153,6 +154,7 @@ Status Engine::SendToMember(uint64_t id, std::unique_ptr<OutMessage> msg) {
   Peer* p = it->second.get();
   if (p->gone) return p->gone_why;
   if (p->leaving) return p->LeftTheJob();
+  ChargeQueuedBytes(p, msg.get());
   return SendOnPrimaryLocked(p, p->next_seq++, std::move(msg));
 }
 

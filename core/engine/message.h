@@ -9,6 +9,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -61,6 +62,32 @@ struct OutTensor {
   uint64_t stream = 0;
 };
 
+// Bytes a message to a peer adds to that peer's count of bytes queued and
+// not yet written (Limits::max_queued_bytes_per_connection), given back when
+// the message goes: sent, dropped with a closed connection, or never posted.
+class QueuedCharge {
+ public:
+  QueuedCharge() = default;
+  ~QueuedCharge() { Release(); }
+  QueuedCharge(const QueuedCharge&) = delete;
+  QueuedCharge& operator=(const QueuedCharge&) = delete;
+  void Charge(std::shared_ptr<std::atomic<uint64_t>> counter, uint64_t bytes) {
+    Release();
+    counter_ = std::move(counter);
+    bytes_ = bytes;
+    counter_->fetch_add(bytes_, std::memory_order_relaxed);
+  }
+  bool charged() const { return counter_ != nullptr; }
+
+ private:
+  void Release() {
+    if (counter_) counter_->fetch_sub(bytes_, std::memory_order_relaxed);
+    counter_.reset();
+  }
+  std::shared_ptr<std::atomic<uint64_t>> counter_;
+  uint64_t bytes_ = 0;
+};
+
 struct OutMessage {
   OutMessage() {
     frame.reserve(wire::Writer::kInitialCapacity);
@@ -90,6 +117,14 @@ struct OutMessage {
   // Set by the engine when sent: the body travels as segment 0, not in
   // the header (it is larger than the transport's header limit).
   bool body_in_segment0 = false;
+  // Header and payload bytes: body, envelope and every tensor.
+  uint64_t total_bytes() const {
+    uint64_t n = frame.size();
+    for (const auto& t : tensors) n += t.nbytes;
+    return n;
+  }
+  // Counted against its peer's queued bytes until it is destroyed.
+  QueuedCharge queued;
   // The engine's list of sends posted and not yet completed (intrusive: a
   // message in flight costs no allocation of its own).
   OutMessage* in_flight_prev = nullptr;

@@ -9,6 +9,7 @@
 #include "engine/message.h"
 #include "wire/messages.h"
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -71,6 +72,12 @@ struct Peer {
   std::string device_route;
   bool staging_logged = false;
   uint64_t next_seq = 1;
+  // Bytes of messages to it not yet written to a connection (waiting in a
+  // backlog, or posted and not completed): what a new call to it waits on
+  // (Limits::max_queued_bytes_per_connection). Shared with each message's
+  // QueuedCharge, which may outlive the Peer; read without the engine's lock.
+  std::shared_ptr<std::atomic<uint64_t>> queued_bytes =
+      std::make_shared<std::atomic<uint64_t>>(0);
   SeenSequences received;
   bool gone = false;
   // It said GOODBYE, or the store said it left: its connection closing is

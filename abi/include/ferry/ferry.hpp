@@ -304,6 +304,10 @@ class Worker {
     int32_t rank = -1;
     bool elastic = false;
     std::chrono::milliseconds start_timeout{0};  // 0 = 5 minutes
+    // What peers and callers may use (docs/limits.md): a field 0 = its
+    // FERRY_* environment variable, else its default. struct_size need not
+    // be set.
+    ferry_limits_t limits{};
   };
   // `args` is a view valid while the handler runs (Message::Borrow). The
   // handler answers `call`, or moves it away to answer later. An exception
@@ -328,6 +332,9 @@ class Worker {
     c.world_size = o.world_size;
     c.rank = o.rank;
     c.start_timeout_ms = static_cast<uint32_t>(o.start_timeout.count());
+    ferry_limits_t limits = o.limits;
+    limits.struct_size = FERRY_LIMITS_STRUCT_SIZE;
+    c.limits = &limits;
     Check(ferry_worker_start(&c, &w_));
   }
   Worker(Worker&& o) noexcept
