@@ -94,7 +94,7 @@ def timeout_ms(timeout):
 def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=None, *,
              store=None, job=None, host_store=None, timeout=None, peer_timeout=None,
              join_timeout=None, start_timeout=None, secret=None, busy_poll=None,
-             executor_threads=None):
+             executor_threads=None, limits=None):
     """Starts this process's worker and joins the job; see docs/python.md.
 
     torch's arguments: `backend` (a BackendType, torch's or ferry's, or a
@@ -111,7 +111,11 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
     init_method), `host_store`, `timeout` (per-call default, seconds),
     `peer_timeout`, `join_timeout` (reaching the store), `start_timeout`
     (a static job's wait for every rank; 300 s), `secret`, `busy_poll`,
-    `executor_threads`, `job`."""
+    `executor_threads`, `job`, `limits` (a dict of the resource limits to
+    set, by name: max_message_size, max_calls_in_flight_per_peer,
+    max_queued_bytes_per_connection, max_queued_calls, max_connections,
+    handshake_timeout_ms; the others keep their FERRY_* environment value
+    or default; docs/limits.md)."""
     global _worker, _static, _self_names
     rpc_timeout, threads, init_method = _options.read(rpc_backend_options)
     rdv = _options.rendezvous(init_method, store, rank, world_size)
@@ -142,6 +146,7 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
         if start_timeout is not None:
             o.start_timeout_ms = timeout_ms(start_timeout)
         o.executor_threads = executor_threads or threads or 0
+        _set_limits(o, limits)
         # Python resolved the job's kind itself: the C layer must not read
         # the environment again.
         if world_size:
@@ -163,6 +168,22 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
 
 
 _static = None  # this worker's world size in a static job, else None
+
+# The resource limits init_rpc(limits=...) sets (ferry_limits_t's fields).
+LIMITS = ("max_message_size", "max_calls_in_flight_per_peer",
+          "max_queued_bytes_per_connection", "max_queued_calls", "max_connections",
+          "handshake_timeout_ms")
+
+
+def _set_limits(options, limits):
+    for key, value in (limits or {}).items():
+        if key not in LIMITS:
+            raise ValueError("ferry: init_rpc(limits=...) has no limit %r; the limits are %s "
+                             "(docs/limits.md)" % (key, ", ".join(LIMITS)))
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError("ferry: limits[%r] must be a positive whole number (got %r)"
+                             % (key, value))
+        setattr(options, key, value)
 
 
 def shutdown(graceful=True, timeout=None):

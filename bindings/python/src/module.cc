@@ -365,6 +365,11 @@ struct WorkerOptions {
   uint32_t world_size = 0, start_timeout_ms = 0;
   int32_t rank = -1;
   bool elastic = false;
+  // ferry_limits_t's fields (docs/limits.md); 0 = the environment's, else
+  // the default.
+  uint64_t max_message_size = 0, max_queued_bytes_per_connection = 0;
+  uint32_t max_calls_in_flight_per_peer = 0, max_queued_calls = 0, max_connections = 0,
+           handshake_timeout_ms = 0;
 };
 
 // A member's rank (0.2; -1 from a library whose members end at transport).
@@ -392,6 +397,15 @@ class WorkerHandle {
     c.world_size = o.world_size;
     c.rank = o.rank;
     c.start_timeout_ms = o.start_timeout_ms;
+    ferry_limits_t limits{};
+    limits.struct_size = FERRY_LIMITS_STRUCT_SIZE;
+    limits.max_message_size = o.max_message_size;
+    limits.max_calls_in_flight_per_peer = o.max_calls_in_flight_per_peer;
+    limits.max_queued_bytes_per_connection = o.max_queued_bytes_per_connection;
+    limits.max_queued_calls = o.max_queued_calls;
+    limits.max_connections = o.max_connections;
+    limits.handshake_timeout_ms = o.handshake_timeout_ms;
+    c.limits = &limits;
     ferry_status_t s;
     {
       py::gil_scoped_release nogil;
@@ -695,7 +709,15 @@ PYBIND11_MODULE(_ferry, m) {
       .def_readwrite("world_size", &WorkerOptions::world_size)
       .def_readwrite("rank", &WorkerOptions::rank)
       .def_readwrite("start_timeout_ms", &WorkerOptions::start_timeout_ms)
-      .def_readwrite("elastic", &WorkerOptions::elastic);
+      .def_readwrite("elastic", &WorkerOptions::elastic)
+      .def_readwrite("max_message_size", &WorkerOptions::max_message_size)
+      .def_readwrite("max_calls_in_flight_per_peer",
+                     &WorkerOptions::max_calls_in_flight_per_peer)
+      .def_readwrite("max_queued_bytes_per_connection",
+                     &WorkerOptions::max_queued_bytes_per_connection)
+      .def_readwrite("max_queued_calls", &WorkerOptions::max_queued_calls)
+      .def_readwrite("max_connections", &WorkerOptions::max_connections)
+      .def_readwrite("handshake_timeout_ms", &WorkerOptions::handshake_timeout_ms);
 
   py::class_<RRefHandle, std::shared_ptr<RRefHandle>>(m, "RRef")
       .def("release", &RRefHandle::Release)
