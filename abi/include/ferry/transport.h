@@ -460,7 +460,8 @@ typedef struct ferry_transport_vtable {
    * closing, operations in flight and arrivals unanswered (a shutdown whose
    * grace period ended). fini() then returns at once, releases all of it
    * (no fd, thread or registration survives), returns no event, and never
-   * touches a host buffer afterwards; peers see their connections break. */
+   * touches a host buffer afterwards. To the peers, its connections end as
+   * if the process had exited. */
   void (*fini)(ferry_context_t* ctx);
   /* Fills *info (the host sets info->struct_size). */
   ferry_status_t (*query)(ferry_context_t* ctx, ferry_context_info_t* info);
