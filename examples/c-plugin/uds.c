@@ -1171,7 +1171,9 @@ static ferry_status_t uds_query(ferry_context_t* ctx, ferry_context_info_t* info
   return FERRY_OK;
 }
 
-/* The host closed everything already; release whatever remains anyway. */
+/* The host may fini() with listeners and connections still open, sends and
+ * a placement in flight (transport.h, fini): release all of it, queue no
+ * event, and touch no host buffer once this returns. */
 static void uds_fini(ferry_context_t* ctx) {
   while (ctx->listeners != NULL) uds_close_listener(ctx->listeners);
   while (ctx->conns != NULL) conn_free(ctx->conns);

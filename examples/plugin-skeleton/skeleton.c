@@ -5,7 +5,9 @@
  * one until `ferry-conformance --plugin libferry-skeleton.so` passes.
  *
  * The rules every entry must keep are in <ferry/transport.h> (read its
- * comments first) and docs/writing-a-plugin.md; examples/c-plugin (uds.c) is
+ * comments first; the notes marked "Edge:" settle the corner cases, which
+ * docs/writing-a-plugin.md's "Edge cases" lists with the conformance
+ * requirement that tests each); examples/c-plugin (uds.c) is
  * a complete plugin of the same shape over Unix sockets. Rename the plugin:
  * SKELETON_NAME here and `skeleton` in CMakeLists.txt (the file name
  * libferry-<name>.so and the declared name must agree). */
@@ -48,6 +50,8 @@ static ferry_status_t sk_init(const ferry_init_args_t* args, ferry_context_t** o
 }
 
 static void sk_fini(ferry_context_t* ctx) {
+  /* The host may fini() with listeners and connections still open and
+   * operations in flight: release them all here, with no event. */
   free(ctx);
 }
 
