@@ -270,8 +270,10 @@ void Engine::OnMessageComplete(Conn* c, std::unique_ptr<InMessage> msg,
   if (c->store || IsStoreKind(kind)) {
     const uint64_t id = c->id;
     auto* raw = msg.release();
-    actions->push_back(
-        [this, id, raw] { sink_->OnStoreMessage(id, std::unique_ptr<InMessage>(raw)); });
+    order_.Queue(
+        DeliveryOrder::Source::kStore, id,
+        [this, id, raw] { sink_->OnStoreMessage(id, std::unique_ptr<InMessage>(raw)); },
+        false, actions);
     return;
   }
   DeliverFromMember(c, std::move(msg), actions);
@@ -293,18 +295,23 @@ void Engine::DeliverFromMember(Conn* c, std::unique_ptr<InMessage> msg,
   if (msg->envelope.seq != 0 && p->received.SeenBefore(msg->envelope.seq)) {
     if (msg->envelope.kind == wire::Kind::kControl) {
       auto* raw = msg.release();
-      actions->push_back([this, from, raw] {
-        std::unique_ptr<InMessage> m(raw);
-        sink_->OnDuplicateControl(from, *m);
-      });
+      order_.Queue(
+          DeliveryOrder::Source::kMember, from.id,
+          [this, from, raw] {
+            std::unique_ptr<InMessage> m(raw);
+            sink_->OnDuplicateControl(from, *m);
+          },
+          false, actions);
     }
     return;
   }
   msg->from = from;
   // [this, raw] fits std::function's in-place storage: no allocation.
   auto* raw = msg.release();
-  actions->push_back(
-      [this, raw] { sink_->OnMessage(raw->from, std::unique_ptr<InMessage>(raw)); });
+  order_.Queue(
+      DeliveryOrder::Source::kMember, from.id,
+      [this, raw] { sink_->OnMessage(raw->from, std::unique_ptr<InMessage>(raw)); },
+      false, actions);
 }
 
 }  // namespace ferry

@@ -12,7 +12,8 @@
 // Threading: see progress_driver.h for who drives the transports and how
 // waiters sleep. Sink callbacks run after the engine's locks are released,
 // so a handler may call back into the engine (a nested rpc_sync pumps
-// progress itself) without deadlock.
+// progress itself) without deadlock; those of one source (a peer, a store
+// connection) run in the order its events arrived (delivery_order.h).
 //
 // One class, several files. Connections and peers are guarded by one lock
 // (mu_) because nearly every event touches both: a connection's handshake
@@ -34,6 +35,7 @@
 
 #include "common/limits.h"
 #include "common/status.h"
+#include "engine/delivery_order.h"
 #include "engine/device_memory.h"
 #include "engine/message.h"
 #include "engine/progress_driver.h"
@@ -165,7 +167,10 @@ class Engine : private ProgressDriver::Pump {
   bool PumpOnce() override;
   // Pumps (or sleeps on the wakeup fds, or yields to the thread that pumps)
   // until `done()` or `deadline`. Returns done().
+  // A sink callback that waits first hands its source's later deliveries
+  // on (delivery_order.h).
   bool WaitUntil(const std::function<bool()>& done, Clock::time_point deadline) {
+    DeliveryOrder::BeforeWait();
     return driver_.WaitUntil(done, deadline);
   }
   // Wakes threads sleeping in WaitUntil / the loop (state changed elsewhere).
@@ -304,6 +309,8 @@ class Engine : private ProgressDriver::Pump {
   // SetSelf.
   std::vector<std::pair<uint64_t, std::unique_ptr<InMessage>>> early_hellos_;
 
+  // Sink callbacks of one source run in event order; its own lock.
+  DeliveryOrder order_;
   std::mutex progress_mu_;  // held by the one thread driving transports
   ProgressDriver driver_;   // not under mu_: it has its own synchronisation
 };

@@ -359,7 +359,11 @@ void Engine::ConnFailed(Conn* c, const Status& why, std::vector<Action>* actions
     const bool known = c->outbound || c->state == Conn::State::kReady;
     const uint64_t id = c->id;
     CloseConnLocked(c);
-    if (known) actions->push_back([this, id, why] { sink_->OnStoreConnGone(id, why); });
+    if (known) {
+      order_.Queue(
+          DeliveryOrder::Source::kStore, id,
+          [this, id, why] { sink_->OnStoreConnGone(id, why); }, true, actions);
+    }
     return;
   }
   if (c->device) {
@@ -455,7 +459,9 @@ void Engine::PeerGone(Peer* p, const Status& why, std::vector<Action>* actions) 
   if (p->leaving) p->gone_why = p->LeftTheJob();
   const Status s = p->gone_why;
   const bool left = p->leaving;
-  actions->push_back([this, key, s, left] { sink_->OnPeerGone(key, s, left); });
+  order_.Queue(
+      DeliveryOrder::Source::kMember, key.id,
+      [this, key, s, left] { sink_->OnPeerGone(key, s, left); }, true, actions);
 }
 
 }  // namespace ferry
