@@ -101,8 +101,7 @@ typedef struct ferry_worker_options {
    * else its default. */
   const struct ferry_limits* limits;
 } ferry_worker_options_t;
-#define FERRY_WORKER_OPTIONS_STRUCT_SIZE \
-  FERRY_STRUCT_SIZE(ferry_worker_options_t, limits)
+#define FERRY_WORKER_OPTIONS_STRUCT_SIZE FERRY_STRUCT_SIZE(ferry_worker_options_t, limits)
 
 /* 0.2. What one worker lets its peers and its own callers use, so that no
  * peer can exhaust it (docs/limits.md says why each default is what it
