@@ -1,6 +1,7 @@
 // ferry-limits-peer: the flooding peer of limits_test.cc, a real worker
-// process. It joins a job, prints "READY", then runs the commands it reads
-// on stdin, one a line, until stdin closes:
+// process. It joins a job, registers "sink" (answers at once, with
+// nothing), prints "READY", then runs the commands it reads on stdin, one
+// a line, until stdin closes:
 //
 //   flood <to> <function> <count> <bytes> <timeout_ms>
 //     Makes <count> calls of <bytes> bytes each to <to>'s <function> with
@@ -15,6 +16,7 @@
 //
 //   ferry-limits-peer --name N --store HOST:PORT --job J --secret S
 //                     [--max-calls-in-flight N] [--max-message-size N]
+//                     [--peer-timeout-ms N]
 #include <ferry/ferry.hpp>
 
 #include <atomic>
@@ -136,6 +138,8 @@ int main(int argc, char** argv) {
       secret = v;
     } else if (k == "--max-calls-in-flight") {
       o.limits.max_calls_in_flight_per_peer = static_cast<uint32_t>(std::stoul(v));
+    } else if (k == "--peer-timeout-ms") {
+      o.peer_timeout = std::chrono::milliseconds(std::stoi(v));
     } else if (k == "--max-message-size") {
       o.limits.max_message_size = std::stoull(v);
     } else {
@@ -146,6 +150,7 @@ int main(int argc, char** argv) {
   o.secret = secret.c_str();
   try {
     ferry::Worker w(o);
+    w.Register("sink", [](ferry::Call& call, ferry::Message) { call.Reply(); });
     Say("READY");
     std::string line;
     while (std::getline(std::cin, line)) {

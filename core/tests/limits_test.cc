@@ -67,6 +67,11 @@ Worker::Options Opts(const std::string& name, const std::string& store,
                                    "tcp", 1000ms, 10000ms);
 }
 
+// A flood keeps both processes busy: on a loaded machine a 1 s peer
+// timeout could declare the flooder gone mid-flood (not what is tested).
+constexpr auto kFloodPeerTimeout = 10000ms;
+const std::vector<std::string> kFloodPeerTimeoutArgs = {"--peer-timeout-ms", "10000"};
+
 void RegisterEcho(Worker& w) {
   w.Register("echo", [](ferry::Call& call, ferry::Message args) {
     call.Reply(ferry::Payload(std::string(args.bytes())));
@@ -197,6 +202,7 @@ class PeerProcess {
     const std::string l = line + "\n";
     ASSERT_EQ(write(stdin_, l.data(), l.size()), static_cast<ssize_t>(l.size()));
   }
+  void Signal(int sig) { kill(pid_, sig); }
   std::string Expect(const std::string& prefix,
                      std::chrono::milliseconds limit = 60000ms) {
     return ferry_test::ExpectLine(stdout_, &buf_, {prefix}, limit);
@@ -240,6 +246,7 @@ constexpr long kMiB = 1024;  // in KiB, as /proc reports
 // far below what holding the flood would take.
 TEST(Limits, AFloodBeyondTheCallQueueIsRefusedByNameAndMemoryStaysBounded) {
   auto o = Opts("callee", "127.0.0.1:0", true);
+  o.peer_timeout = kFloodPeerTimeout;
   o.limits.max_queued_calls = 64;
   Worker callee(o);
   auto gate = std::make_shared<Gate>();
@@ -259,8 +266,9 @@ TEST(Limits, AFloodBeyondTheCallQueueIsRefusedByNameAndMemoryStaysBounded) {
   // 8000 calls of 16 KiB: 125 MiB if the callee kept them all.
   constexpr int kCalls = 8000;
   constexpr long kBytes = 16 * 1024;
-  PeerProcess flooder("flooder", callee.store_address(),
-                      {"--max-calls-in-flight", "100000"});
+  std::vector<std::string> args = kFloodPeerTimeoutArgs;
+  args.insert(args.end(), {"--max-calls-in-flight", "100000"});
+  PeerProcess flooder("flooder", callee.store_address(), args);
   ASSERT_EQ(flooder.Expect("READY"), "READY");
   const long rss_before = StatusKiB("VmRSS");
   ResetPeakRss();
@@ -273,14 +281,17 @@ TEST(Limits, AFloodBeyondTheCallQueueIsRefusedByNameAndMemoryStaysBounded) {
   gate->Open();
   const std::string result = flooder.Expect("RESULT");
   ASSERT_NE(result, "") << "the flooder's calls did not all end";
+  // "EXHAUSTED <first refusal>", then "OTHER <first other error>" if any.
   const std::string exhausted = flooder.Expect("EXHAUSTED", 5000ms);
+  const std::string other =
+      Field(result, "other") > 0 ? flooder.Expect("OTHER", 5000ms) : std::string();
 
   EXPECT_EQ(Field(result, "ok") + Field(result, "exhausted"), kCalls) << result;
   EXPECT_GE(Field(result, "exhausted"), kCalls / 2) << result;
   EXPECT_GE(Field(result, "ok"), 64)
       << "the queued calls ran once the handlers were free";
   EXPECT_EQ(Field(result, "deadline"), 0) << result;
-  EXPECT_EQ(Field(result, "other"), 0) << result;
+  EXPECT_EQ(Field(result, "other"), 0) << result << "\n" << other;
   EXPECT_NE(exhausted.find("max_queued_calls (64"), std::string::npos) << exhausted;
   EXPECT_NE(exhausted.find("FERRY_MAX_QUEUED_CALLS"), std::string::npos) << exhausted;
   EXPECT_NE(exhausted.find("refused the call of 'slow'"), std::string::npos) << exhausted;
@@ -299,7 +310,9 @@ TEST(Limits, AFloodBeyondTheCallQueueIsRefusedByNameAndMemoryStaysBounded) {
 // is small: its calls wait for room (back-pressure) and every one succeeds;
 // the callee never holds more than that many.
 TEST(Limits, AFloodFromAPeerWithFewCallsInFlightIsBackPressuredAndAllSucceed) {
-  Worker callee(Opts("callee", "127.0.0.1:0", true));
+  auto o = Opts("callee", "127.0.0.1:0", true);
+  o.peer_timeout = kFloodPeerTimeout;
+  Worker callee(o);
   std::atomic<int> running{0}, most{0};
   callee.Register(
       "count",
@@ -313,7 +326,9 @@ TEST(Limits, AFloodFromAPeerWithFewCallsInFlightIsBackPressuredAndAllSucceed) {
       },
       FERRY_HANDLER_MAY_BLOCK);
   constexpr int kCalls = 4000;
-  PeerProcess flooder("flooder", callee.store_address(), {"--max-calls-in-flight", "16"});
+  std::vector<std::string> args = kFloodPeerTimeoutArgs;
+  args.insert(args.end(), {"--max-calls-in-flight", "16"});
+  PeerProcess flooder("flooder", callee.store_address(), args);
   ASSERT_EQ(flooder.Expect("READY"), "READY");
   const long rss_before = StatusKiB("VmRSS");
   ResetPeakRss();
@@ -330,6 +345,43 @@ TEST(Limits, AFloodFromAPeerWithFewCallsInFlightIsBackPressuredAndAllSucceed) {
       "KiB before, VmHWM %ld KiB during (+%ld KiB)\n",
       kCalls, rss_before, peak, peak - rss_before);
   EXPECT_LT(peak - rss_before, 40 * kMiB);
+}
+
+// A peer that stops reading (a frozen process): the bytes to it pile up
+// until max_queued_bytes_per_connection, and then a new call waits for
+// them to drain, failing at its deadline with the limit named.
+TEST(Limits, CallsToAPeerThatStopsReadingWaitForTheQueuedBytesToDrain) {
+  // A peer timeout longer than the test: the frozen peer stays a peer.
+  auto o = ferry_test::WorkerOptions("caller", ferry_test::JobName("limits_test"),
+                                     "127.0.0.1:0", true, "tcp", 30000ms, 10000ms);
+  o.limits.max_queued_bytes_per_connection = 1 << 20;
+  Worker caller(o);
+  PeerProcess frozen("frozen", caller.store_address(), {});
+  ASSERT_EQ(frozen.Expect("READY"), "READY");
+  caller.RpcSync("frozen", "sink");  // the connection is up
+  frozen.Signal(SIGSTOP);
+  struct Thaw {
+    PeerProcess* p;
+    ~Thaw() { p->Signal(SIGCONT); }
+  } thaw{&frozen};
+  // 1 MiB calls until one finds 1 MiB queued: the socket buffers take a
+  // few hundred KiB, so the third call at the latest must wait.
+  std::vector<std::unique_ptr<ferry::Future>> calls;
+  std::string why;
+  for (int i = 0; i < 16 && why.empty(); ++i) {
+    calls.push_back(std::make_unique<ferry::Future>(caller.RpcAsync(
+        "frozen", "sink", ferry::Payload(std::string(1 << 20, 'q')), 300ms)));
+    if (calls.back()->done() && calls.back()->status(&why) != FERRY_DEADLINE_EXCEEDED) {
+      why.clear();
+    }
+  }
+  EXPECT_LE(calls.size(), 4u);
+  EXPECT_NE(why.find("bytes to worker 'frozen' were queued and not yet sent"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("max_queued_bytes_per_connection (1048576"), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("FERRY_MAX_QUEUED_BYTES_PER_CONNECTION"), std::string::npos) << why;
 }
 
 // ---- back-pressure with a deadline --------------------------------------------
