@@ -152,7 +152,7 @@ def _init_backend(store, name, rank, world_size, rpc_backend_options):
     o.peer_timeout = _ms(options.peer_timeout)
     o.start_timeout = _ms(options.start_timeout)
     o.zero_copy = options.zero_copy
-    agent = FerryAgent(name, rank, world_size, o, store)
+    agent = FerryAgent(name, rank, world_size, o)
     # Every rank has registered its handler before any init_rpc returns, so
     # no request can reach a worker that does not serve yet.
     store.set("ferry/ready/%d" % rank, "1")

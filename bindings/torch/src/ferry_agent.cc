@@ -33,11 +33,6 @@ uint32_t FerryTimeoutMs(std::chrono::milliseconds timeout) {
   return static_cast<uint32_t>(timeout.count());
 }
 
-// The key in torch's store by which a rank says it reached shutdown.
-std::string ShutdownKey(worker_id_t rank) {
-  return "ferry/reached_shutdown/" + std::to_string(rank);
-}
-
 [[noreturn]] void ThrowFerry(const std::string& what, ferry_status_t code) {
   TORCH_CHECK(false, what, ": ", ferry_status_name(code), ": ", ferry_last_error());
   std::abort();  // unreachable: TORCH_CHECK(false) throws
@@ -65,13 +60,12 @@ std::vector<ferry::MemberView> Members(ferry_worker_t* w) {
 }  // namespace
 
 FerryAgent::FerryAgent(std::string name, int rank, int world_size,
-                       FerryAgentOptions options, c10::intrusive_ptr<::c10d::Store> store)
+                       FerryAgentOptions options)
     : RpcAgent(WorkerInfo(std::move(name), static_cast<int64_t>(rank)),
                std::make_unique<torch::distributed::rpc::RequestCallbackImpl>(),
                std::chrono::milliseconds(
                    static_cast<int64_t>(std::lround(options.rpc_timeout_s * 1000.0f)))),
       options_(std::move(options)),
-      store_(std::move(store)),
       pool_(std::make_unique<c10::ThreadPool>(
           static_cast<int>(std::max<uint32_t>(1, options_.num_worker_threads)))) {
   TORCH_CHECK(world_size > 0,
@@ -201,34 +195,12 @@ void FerryAgent::join(bool shutdown, float timeout) {
   const uint32_t ms = timeout <= 0 ? FERRY_NO_TIMEOUT
                                    : static_cast<uint32_t>(std::min<double>(
                                          timeout * 1000.0, FERRY_NO_TIMEOUT - 1));
-  if (store_) store_->set(ShutdownKey(workerInfo_.id_), std::vector<uint8_t>{1});
   ferry_status_t s = ferry_worker_shutdown_ex(worker_, FERRY_SHUTDOWN_GRACEFUL, ms);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
     left_ = true;
   }
-  // ferry's barrier can report a rank that passed it and left as "left
-  // without reaching shutdown" when it sees that rank's departure before
-  // its arrival (docs/torch-backend.md, "Known issues"). torch's store says
-  // whether every rank reached shutdown: if so, the barrier did complete.
-  if (s == FERRY_PEER_GONE && AllReachedShutdown()) {
-    LOG(INFO)
-        << "FERRY rpc: every rank reached shutdown (torch's store); ferry reported: "
-        << ferry_last_error();
-    s = FERRY_OK;
-  }
   if (s != FERRY_OK) ThrowFerry("FERRY rpc: the job-wide shutdown failed", s);
-}
-
-bool FerryAgent::AllReachedShutdown() {
-  if (!store_) return false;
-  std::vector<std::string> keys;
-  for (const auto& entry : by_id_) keys.push_back(ShutdownKey(entry.first));
-  try {
-    return store_->check(keys);
-  } catch (const std::exception&) {
-    return false;  // the store went with its host: cannot tell
-  }
 }
 
 c10::intrusive_ptr<JitFuture> FerryAgent::send(

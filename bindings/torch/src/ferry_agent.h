@@ -58,10 +58,7 @@ class FerryAgent final : public torch::distributed::rpc::RpcAgent {
   // Joins the static job as `rank` of `world_size` and learns every
   // worker's name; returns once all have joined. Requests that arrive
   // before start() wait for it. Throws c10::Error with ferry's reason.
-  // `store`: torch's store of this init_rpc (may be null), where join
-  // records that this rank reached shutdown.
-  FerryAgent(std::string name, int rank, int world_size, FerryAgentOptions options,
-             c10::intrusive_ptr<::c10d::Store> store);
+  FerryAgent(std::string name, int rank, int world_size, FerryAgentOptions options);
   ~FerryAgent() override;
 
   c10::intrusive_ptr<torch::distributed::rpc::JitFuture> send(
@@ -115,11 +112,8 @@ class FerryAgent final : public torch::distributed::rpc::RpcAgent {
 
   // Blocks until start() ran (true) or the agent shut down (false).
   bool AwaitStart();
-  // Whether every rank recorded in torch's store that it reached shutdown.
-  bool AllReachedShutdown();
 
   const FerryAgentOptions options_;
-  const c10::intrusive_ptr<::c10d::Store> store_;
   ferry_worker_t* worker_ = nullptr;  // owned: ferry_worker_destroy
   uint64_t self_id_ = 0;              // its ferry member id
   std::unique_ptr<c10::ThreadPool> pool_;

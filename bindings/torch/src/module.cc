@@ -7,7 +7,7 @@
 // agent; this module only adds the constructor and ferry's own views.
 #include "ferry_agent.h"
 
-#include <torch/csrc/utils/pybind.h>  // c10::intrusive_ptr holders (the store)
+#include <torch/csrc/utils/pybind.h>  // torch's holder types and casters
 
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
@@ -40,10 +40,9 @@ PYBIND11_MODULE(_ferry_torch, m) {
       m, "FerryAgent")
       // Blocks until every rank joined: without the GIL, so that this
       // process's other threads (and torch's store) keep running.
-      .def(py::init<std::string, int, int, FerryAgentOptions,
-                    c10::intrusive_ptr<::c10d::Store>>(),
-           py::arg("name"), py::arg("rank"), py::arg("world_size"), py::arg("options"),
-           py::arg("store"), py::call_guard<py::gil_scoped_release>())
+      .def(py::init<std::string, int, int, FerryAgentOptions>(), py::arg("name"),
+           py::arg("rank"), py::arg("world_size"), py::arg("options"),
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("options", &FerryAgent::options)
       .def("peer_transports", &FerryAgent::peerTransports,
            "The ferry transport reaching each worker ('self' for this one).");
