@@ -171,6 +171,22 @@ nlohmann::json Agent::DebugDump() {
   d["rrefs"] = rrefs_ ? rrefs_->DebugDump(names) : nlohmann::json::object();
   d["engine"] = engine_ ? engine_->DebugDump() : nlohmann::json::object();
   d["static_job"] = DumpJob();
+  // The limits (docs/limits.md) and how close the worker is to them.
+  const Limits& limits = options_.limits;
+  d["limits"] = {
+      {"max_message_size", limits.max_message_size},
+      {"max_calls_in_flight_per_peer", limits.max_calls_in_flight_per_peer},
+      {"max_queued_bytes_per_connection", limits.max_queued_bytes_per_connection},
+      {"max_queued_calls", limits.max_queued_calls},
+      {"max_connections", limits.max_connections},
+      {"handshake_timeout_ms", limits.handshake_timeout.count() > 0
+                                   ? limits.handshake_timeout.count()
+                                   : options_.peer_timeout.count()},
+      {"calls_queued_here", incoming_ ? incoming_->queued() : 0u},
+      {"calls_refused_here", incoming_ ? incoming_->refused() : uint64_t{0}},
+      {"calls_waiting_for_room",
+       calls_ ? calls_->WaitingForRoom() : nlohmann::json::array()},
+  };
 
   // What it is blocked on, in words: the application's wait first, then
   // the calls.
@@ -216,6 +232,14 @@ nlohmann::json Agent::DebugDump() {
                       std::to_string(d["incoming_calls"]["calls"].size()) +
                       " calls this worker serves to be answered");
       break;
+  }
+  for (const auto& w : d["limits"]["calls_waiting_for_room"]) {
+    lines.push_back(std::to_string(w["waiting"].get<uint32_t>()) + " call(s) to '" +
+                    w["to"].get<std::string>() + "' wait in rpc_async for room: " +
+                    std::to_string(w["in_flight"].get<uint32_t>()) +
+                    " in flight (max_calls_in_flight_per_peer " +
+                    std::to_string(limits.max_calls_in_flight_per_peer) +
+                    "), or its bytes queued at max_queued_bytes_per_connection");
   }
   DescribeCalls(d["outgoing_calls"], d["incoming_calls"], &lines);
   for (const auto& c : d["rrefs"].value("unacknowledged_controls", nlohmann::json())) {

@@ -141,6 +141,10 @@ class IncomingCalls {
 
   // Calls received and not answered yet.
   int serving() const { return serving_.load(); }
+  // Calls waiting for a handler thread (or held early) now, and those
+  // refused at Limits::max_queued_calls so far.
+  uint32_t queued() const { return queued_.load(); }
+  uint64_t refused() const { return refused_.load(); }
   // For the debug dump (agent.h, DebugDump): every call received and not
   // answered yet (caller, function, age, queued or running and for how
   // long), the calls held for a function not registered yet, and the

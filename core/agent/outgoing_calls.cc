@@ -177,6 +177,19 @@ nlohmann::json OutgoingCalls::DebugDump() {
   return calls;
 }
 
+nlohmann::json OutgoingCalls::WaitingForRoom() {
+  nlohmann::json out = nlohmann::json::array();
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [to, n] : waiting_for_room_) {
+    auto it = in_flight_.find(to);
+    out.push_back({{"to", w_.members.NameOf(to)},
+                   {"to_id", to},
+                   {"waiting", n},
+                   {"in_flight", it == in_flight_.end() ? 0 : it->second}});
+  }
+  return out;
+}
+
 void OutgoingCalls::SetLocal(LocalDispatch dispatch,
                              std::function<void(uint64_t call_id)> cancel) {
   local_dispatch_ = std::move(dispatch);
@@ -430,10 +443,19 @@ Status OutgoingCalls::WaitForRoom(uint64_t to, const std::string& name,
   if (try_place()) return Status::Ok();
   const auto began = steady_clock::now();
   {
+    std::lock_guard<std::mutex> l(mu_);
+    ++waiting_for_room_[to];
+  }
+  {
     // On an executor thread this wait may hold the work queued behind it:
     // the pool grows meanwhile (executor.h).
     Executor::Blocking blocking;
     w_.engine.WaitUntil(try_place, deadline);
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = waiting_for_room_.find(to);
+    if (it != waiting_for_room_.end() && --it->second == 0) waiting_for_room_.erase(it);
   }
   if (placed) return Status::Ok();
   const auto waited =

@@ -66,6 +66,9 @@ class OutgoingCalls {
   // function, age, deadline, whether it was sent, and the served call it
   // was made from when it is a nested call). Takes this part's lock.
   nlohmann::json DebugDump();
+  // For the debug dump: per callee with calls waiting in Start for room
+  // (WaitForRoom), how many wait and how many are in flight.
+  nlohmann::json WaitingForRoom();
   // NOT_FOUND for a name no member of this static job has, listing them.
   Status UnknownInStaticJob(const std::string& to) const;
 
@@ -122,6 +125,8 @@ class OutgoingCalls {
   // Calls in flight per callee id (sent or about to be; not those waiting
   // for a name to join, nor calls to this worker itself).
   std::map<uint64_t, uint32_t> in_flight_;
+  // Calls waiting in WaitForRoom, per callee id.
+  std::map<uint64_t, uint32_t> waiting_for_room_;
   // No pending call's deadline is earlier than this (it may be earlier
   // than any: a call that set it may have been answered since). The expiry
   // timer scans calls_ only once it has passed, so 100 000 calls in flight

@@ -70,7 +70,6 @@ void Engine::RefuseIfOverConnectionLimit(Conn* c) {
   const uint32_t limit = options_.limits.max_connections;
   if (conns_.size() <= limit) return;
   ++refused_over_limit_;
-  ++stats_.refused;
   if (refused_over_limit_ == 1 || refused_over_limit_ % 1000 == 0) {
     FERRY_LOG(FERRY_LOG_WARN, kLog,
               "closed a connection from " + Who(*c) + " at once: this worker holds " +

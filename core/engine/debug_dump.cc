@@ -106,6 +106,7 @@ nlohmann::json Engine::DebugDump() const {
           {"peers", std::move(peers)},
           {"other_connections", std::move(conns)},
           {"refused_handshakes", stats_.refused},
+          {"connections_refused_at_limit", refused_over_limit_},
           {"hellos_before_own_id", early_hellos_.size()}};
 }
 

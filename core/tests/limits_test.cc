@@ -296,6 +296,9 @@ TEST(Limits, AFloodBeyondTheCallQueueIsRefusedByNameAndMemoryStaysBounded) {
   EXPECT_NE(exhausted.find("FERRY_MAX_QUEUED_CALLS"), std::string::npos) << exhausted;
   EXPECT_NE(exhausted.find("refused the call of 'slow'"), std::string::npos) << exhausted;
 
+  const auto dump = nlohmann::json::parse(callee.DebugDump());
+  EXPECT_EQ(dump["limits"]["calls_refused_here"].get<long>(), Field(result, "exhausted"));
+  EXPECT_EQ(dump["limits"]["max_queued_calls"].get<long>(), 64);
   const long grew = peak - rss_before;
   std::printf(
       "[ limits ] flood of %d x %ld B refused beyond 64 queued calls: callee "
@@ -462,6 +465,13 @@ TEST_F(LimitsPair, ACallBeyondTheCallsInFlightWaitsForRoomWithinItsDeadline) {
         caller_->RpcAsync("callee", "echo", ferry::Payload("d"), 20000ms));
     sent = true;
   });
+  // The debug dump names the wait (and so shows the call is held there).
+  ASSERT_TRUE(Eventually([&] {
+    return caller_->DebugDump().find(
+               "1 call(s) to 'callee' wait in rpc_async for room: 2 "
+               "in flight") != std::string::npos;
+  })) << caller_->DebugDump();
+  EXPECT_FALSE(sent.load());
   AnswerOne();
   ASSERT_TRUE(Eventually([&] { return sent.load(); }));
   t.join();
@@ -645,6 +655,8 @@ TEST_F(LimitsRaw, ManyConnectionsAtOnceBeyondTheLimitAreRefusedAndNothingLeaks) 
       },
       4000ms);
   EXPECT_TRUE(refused) << closed << " of " << kSockets << " closed";
+  const auto dump = nlohmann::json::parse(server_->DebugDump());
+  EXPECT_GE(dump["engine"]["connections_refused_at_limit"].get<int>(), kSockets - 32);
   Echo("after the storm");
   for (int fd : socks) close(fd);
   // Nothing leaks: the worker's descriptors for them are gone too.
