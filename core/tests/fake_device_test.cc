@@ -27,10 +27,14 @@ namespace {
 using namespace std::chrono_literals;
 using ferry::Worker;
 
+// No test here declares a peer dead; the peer timeout is long because a
+// 64 MiB message through fakedev keeps a worker's one pumping thread busy
+// for seconds under ThreadSanitizer on two loaded cores, and its peer must
+// not read that silence as a death.
 Worker::Options Opts(const std::string& name, const std::string& store,
                      const std::string& transport, bool host = false) {
   return ferry_test::WorkerOptions(name, ferry_test::JobName("fake_device_test"), store,
-                                   host, transport, 2000ms, 20000ms);
+                                   host, transport, 10000ms, 20000ms);
 }
 
 std::atomic<int> g_deleted{0};
