@@ -20,6 +20,8 @@
 namespace ferry::conformance {
 namespace {
 
+using testkit::Dest;
+
 class EdgeTest : public ConformanceTest {
  protected:
   const ferry_transport_vtable_t* vt() const { return plugin()->vtable(); }
@@ -49,14 +51,6 @@ class EdgeTest : public ConformanceTest {
         },
         kOpTimeout, what);
     return arrival;
-  }
-  static ferry_place_dest_t Dest(void* data, uint64_t capacity) {
-    ferry_place_dest_t d{};
-    d.struct_size = FERRY_PLACE_DEST_STRUCT_SIZE;
-    d.data = data;
-    d.capacity = capacity;
-    d.device = {FERRY_DEVICE_CPU, 0};
-    return d;
   }
 };
 

@@ -2,9 +2,12 @@
 // (destination buffers) or discard(); these tests hold the plugin to where
 // bytes land, what a NULL destination means, and which answers it refuses.
 #include "harness/conformance_test.h"
+#include "testkit/endpoint.h"
 
 namespace ferry::conformance {
 namespace {
+
+using testkit::Dest;
 
 class PlacementTest : public ConformanceTest {
  protected:
@@ -22,14 +25,6 @@ class PlacementTest : public ConformanceTest {
           return arrival->has_value();
         },
         kOpTimeout, "the arrival of a " + Bytes(m.TotalSize()) + " message");
-  }
-  static ferry_place_dest_t Dest(void* data, uint64_t capacity) {
-    ferry_place_dest_t d{};
-    d.struct_size = FERRY_PLACE_DEST_STRUCT_SIZE;
-    d.data = data;
-    d.capacity = capacity;
-    d.device = {FERRY_DEVICE_CPU, 0};
-    return d;
   }
   // Index of the first segment that did not arrive inline, or -1.
   static int FirstPlaced(const Event& e) {
