@@ -43,6 +43,33 @@ PYBIND11_MODULE(_ferry_torch, m) {
       .def(py::init<std::string, int, int, FerryAgentOptions>(), py::arg("name"),
            py::arg("rank"), py::arg("world_size"), py::arg("options"),
            py::call_guard<py::gil_scoped_release>())
+      // torch's api.py passes a rank where the user gave one
+      // (rpc_sync(1, ...)); torch's base binding takes only a name, so the
+      // three overloads are given here as TensorPipe's binding gives them
+      // (a name here hides the base's overloads of that name).
+      .def(
+          "get_worker_info",
+          [](const FerryAgent& a) -> const torch::distributed::rpc::WorkerInfo& {
+            return a.getWorkerInfo();
+          },
+          py::return_value_policy::reference_internal,
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "get_worker_info",
+          [](const FerryAgent& a,
+             const std::string& name) -> const torch::distributed::rpc::WorkerInfo& {
+            return a.getWorkerInfo(name);
+          },
+          py::return_value_policy::reference_internal,
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "get_worker_info",
+          [](const FerryAgent& a, torch::distributed::rpc::worker_id_t id)
+              -> const torch::distributed::rpc::WorkerInfo& {
+            return a.getWorkerInfo(id);
+          },
+          py::return_value_policy::reference_internal,
+          py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("options", &FerryAgent::options)
       .def("peer_transports", &FerryAgent::peerTransports,
            "The ferry transport reaching each worker ('self' for this one).");
