@@ -14,7 +14,9 @@ case "$kind" in
 esac
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/scripts/tsan-suppressions.txt}
+# history_size=7: the longest access history, so that the earlier side of a
+# race keeps its stack (a suppression can match only a stack it sees).
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=7:suppressions=$root/scripts/tsan-suppressions.txt}
 # A conformance test is reported as a hang after 120 s; under TSan on two
 # loaded cores, 110 libfabric init/fini cycles (LIFE-1) take about that.
 export FERRY_CONFORMANCE_TEST_TIMEOUT=${FERRY_CONFORMANCE_TEST_TIMEOUT:-480}
