@@ -5,6 +5,10 @@ machine), only the backend differs.
     PYTHONPATH=<build>/python bench/torch_backend/bench_torch_backend.py \
         [--systems TENSORPIPE,FERRY-shm,FERRY-tcp] [--iters N] [--json FILE]
 
+A system named FERRY-<transport>+busy runs FERRY with busy_poll=True (its
+progress thread spins between messages, as TensorPipe's shared-memory
+transport does).
+
 Measured by rank 0 against rank 1: a no-op rpc_sync; rpc_async with 64
 calls in flight (time per call); tensor echo (rpc_sync returning its
 argument) from 1 KiB to 64 MiB; RRef create+delete (remote(), to_here(),
@@ -76,12 +80,14 @@ def run_role(args):
     import torch
     import torch.distributed.rpc as rpc
 
-    backend, _, transport = args.system.partition("-")
+    name, busy, _ = args.system.partition("+busy")
+    backend, _, transport = name.partition("-")
     rank = 0 if args.role == "caller" else 1
     init = "tcp://127.0.0.1:%d" % args.port
     if backend == "FERRY":
         import ferry.torch
-        opts = ferry.torch.FerryRpcBackendOptions(transport=transport, init_method=init)
+        opts = ferry.torch.FerryRpcBackendOptions(transport=transport, init_method=init,
+                                                  busy_poll=bool(busy))
     else:
         opts = rpc.TensorPipeRpcBackendOptions(init_method=init)
     rpc.init_rpc("worker%d" % rank, backend=rpc.BackendType[backend], rank=rank, world_size=2,

@@ -69,7 +69,8 @@ def started():
             p.communicate()
 
 
-@pytest.mark.parametrize("transport", ["tcp", "shm"])
+# "shm+busy": FerryRpcBackendOptions(busy_poll=True).
+@pytest.mark.parametrize("transport", ["tcp", "shm", "shm+busy"])
 def test_calls_tensors_errors_rrefs(started, transport):
     procs = started("calls", 3, transport)
     for rank in range(len(procs)):
@@ -94,3 +95,5 @@ def test_options_are_checked():
     o = torch.distributed.rpc.backend_registry.construct_rpc_backend_options(
         torch.distributed.rpc.BackendType.FERRY, transport="shm,tcp", _transports=["uv"])
     assert isinstance(o, ferry.torch.FerryRpcBackendOptions) and o.transport == "shm,tcp"
+    assert o.busy_poll == (os.environ.get("FERRY_BUSY_POLL", "0") == "1")
+    assert ferry.torch.FerryRpcBackendOptions(busy_poll=True).busy_poll

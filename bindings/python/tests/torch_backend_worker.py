@@ -121,6 +121,20 @@ def scenario_calls(rank, world_size):
     assert info["ferry.transport.worker1"] in ("tcp", "shm"), info
 
 
+def check_idle_cpu(busy_poll):
+    # What busy_poll costs a user: a worker with nothing to do keeps a
+    # thread spinning (most of a core), where a sleeping one uses next to
+    # nothing. The bound between them is wide: a spinner shares 2 cores
+    # with the job's other workers.
+    wall0, cpu0 = time.monotonic(), time.process_time()
+    time.sleep(0.5)
+    share = (time.process_time() - cpu0) / (time.monotonic() - wall0)
+    if busy_poll:
+        assert share > 0.2, "busy_poll: an idle worker used %.0f%% of a core" % (share * 100)
+    else:
+        assert share < 0.2, "an idle worker used %.0f%% of a core" % (share * 100)
+
+
 def scenario_dead_peer(rank, world_size):
     # worker1 dies while serving a call; the call fails, it does not hang,
     # and calls to a live worker still work.
@@ -142,13 +156,16 @@ def scenario_dead_peer(rank, world_size):
 def main():
     scenario, rank, world_size, init_method, transport = sys.argv[1:6]
     rank, world_size = int(rank), int(world_size)
+    transport, busy_poll, _ = transport.partition("+busy")  # "shm+busy": busy_poll=True
     options = ferry.torch.FerryRpcBackendOptions(transport=transport, init_method=init_method,
-                                                 rpc_timeout=20, peer_timeout=2)
+                                                 rpc_timeout=20, peer_timeout=2,
+                                                 busy_poll=bool(busy_poll))
     rpc.init_rpc("worker%d" % rank, backend=rpc.BackendType.FERRY, rank=rank,
                  world_size=world_size, rpc_backend_options=options)
     if scenario == "calls":
         if rank == 0:
             scenario_calls(rank, world_size)
+            check_idle_cpu(bool(busy_poll))
         rpc.shutdown()
     elif scenario == "dead_peer":
         if rank == 0:

@@ -74,7 +74,8 @@ FerryAgent::FerryAgent(std::string name, int rank, int world_size,
   const std::string& self = workerInfo_.name_;
   ferry_worker_options_t o{};
   o.struct_size = FERRY_WORKER_OPTIONS_STRUCT_SIZE;
-  o.flags = options_.host_store ? FERRY_WORKER_HOST_STORE : 0;
+  o.flags = (options_.host_store ? FERRY_WORKER_HOST_STORE : 0) |
+            (options_.busy_poll ? FERRY_WORKER_BUSY_POLL : 0);
   o.name = self.c_str();
   o.job = options_.job.empty() ? nullptr : options_.job.c_str();
   o.transport = options_.transport.c_str();

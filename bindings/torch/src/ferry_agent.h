@@ -51,6 +51,10 @@ struct FerryAgentOptions {
   // not write an argument until its future is done); false: ferry sends a
   // copy taken when the call is made.
   bool zero_copy = true;
+  // ferry's progress thread spins instead of sleeping in epoll between
+  // messages (FERRY_WORKER_BUSY_POLL), as TensorPipe's shared-memory
+  // transport does: lower latency, one busy core per worker.
+  bool busy_poll = false;
 };
 
 class FerryAgent final : public torch::distributed::rpc::RpcAgent {

@@ -33,7 +33,8 @@ PYBIND11_MODULE(_ferry_torch, m) {
       .def_readwrite("peer_timeout", &FerryAgentOptions::peer_timeout)
       .def_readwrite("start_timeout", &FerryAgentOptions::start_timeout)
       .def_readwrite("join_timeout", &FerryAgentOptions::join_timeout)
-      .def_readwrite("zero_copy", &FerryAgentOptions::zero_copy);
+      .def_readwrite("zero_copy", &FerryAgentOptions::zero_copy)
+      .def_readwrite("busy_poll", &FerryAgentOptions::busy_poll);
 
   using ferry_torch::FerryAgent;
   py::class_<FerryAgent, torch::distributed::rpc::RpcAgent, std::shared_ptr<FerryAgent>>(
