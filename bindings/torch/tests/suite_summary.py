@@ -1,7 +1,9 @@
 """Summarises scripts/torch-rpc-suite.sh's JUnit files as Markdown: per
 class and backend, passed / failed / skipped (a test passes only if it
-passed in every run), then each test a FERRY backend fails that TENSORPIPE
-passes, with the first line of its failure."""
+passed in every run it had), then each test a FERRY backend fails that
+TENSORPIPE passes, with the first line of its failure. A backend may have
+fewer runs than --runs (TENSORPIPE is the reference and usually runs once):
+each cell says how many runs it merges."""
 
 import argparse
 import os
@@ -54,7 +56,8 @@ def main():
         for c in classes:
             runs = [outcomes(os.path.join(a.out, "%s-%s-%d.xml" % (b, c, i)))
                     for i in range(1, a.runs + 1)]
-            table[b, c] = None if any(r is None for r in runs) else merge(runs)
+            runs = [r for r in runs if r is not None]
+            table[b, c] = (merge(runs), len(runs)) if runs else None
 
     print("| class | " + " | ".join("%s pass/fail/skip" % b for b in backends) + " |")
     print("|---|" + "---|" * len(backends))
@@ -66,9 +69,11 @@ def main():
             if r is None:
                 cells.append("not run")
                 continue
-            n = [sum(1 for s, _ in r.values() if s == k) for k in ("passed", "failed", "skipped")]
+            merged, nruns = r
+            n = [sum(1 for s, _ in merged.values() if s == k)
+                 for k in ("passed", "failed", "skipped")]
             totals[b] = [x + y for x, y in zip(totals[b], n)]
-            cells.append("%d / %d / %d" % tuple(n))
+            cells.append("%d / %d / %d (%s)" % (*n, "1 run" if nruns == 1 else "%d runs" % nruns))
         print("| %s | %s |" % (c, " | ".join(cells)))
     print("| **total** | %s |" % " | ".join("%d / %d / %d" % tuple(totals[b]) for b in backends))
 
@@ -79,9 +84,9 @@ def main():
             print("\n%s fails, TENSORPIPE passes:\n" % b)
             found = False
             for c in classes:
-                ref, got = table["tensorpipe", c], table[b, c]
-                if ref is None or got is None:
+                if table["tensorpipe", c] is None or table[b, c] is None:
                     continue
+                ref, got = table["tensorpipe", c][0], table[b, c][0]
                 for name, (status, why) in sorted(got.items()):
                     if status == "failed" and ref.get(name, ("",))[0] == "passed":
                         print("- %s.%s: %s" % (c, name, why))
