@@ -5,10 +5,7 @@ issue's targets. Usage: plot_rpc_vs_torch.py in.json [more.json ...] out.png"""
 import json
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from grouped_bars import plot
 
 
 def main():
@@ -21,22 +18,9 @@ def main():
         runs.append((mode, report["ratios"]))
     labels = [r["metric"].replace(" median (us)", "").replace(" amortized (us)", "")
               .replace(" (calls/s)", "") for r in runs[0][1]]
-    fig, ax = plt.subplots(figsize=(11, 5))
-    width = 0.8 / len(runs)
-    for i, (mode, ratios) in enumerate(runs):
-        xs = [j + i * width for j in range(len(ratios))]
-        ax.bar(xs, [r["speedup"] for r in ratios], width, label=mode)
-    for j, r in enumerate(runs[0][1]):
-        if r["target"]:
-            ax.plot([j - width / 2, j + width * len(runs) - width / 2], [r["target"]] * 2, "r--")
-    ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_xticks([j + width * (len(runs) - 1) / 2 for j in range(len(labels))])
-    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("speedup over torch.distributed.rpc (x)")
-    ax.set_title("ferry (shm) beside torch.distributed.rpc (TensorPipe), same run; red: targets")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    plot(out, labels, [(mode, [r["speedup"] for r in ratios]) for mode, ratios in runs],
+         [r["target"] for r in runs[0][1]], "speedup over torch.distributed.rpc (x)",
+         "ferry (shm) beside torch.distributed.rpc (TensorPipe), same run; red: targets")
 
 
 if __name__ == "__main__":
