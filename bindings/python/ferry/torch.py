@@ -15,9 +15,11 @@ this module builds it from torch's init_rpc arguments. Written for torch
 1.13 (docs/torch-backend.md: what passes, and what a newer torch needs).
 """
 
+import atexit
 import os
 import secrets
 import socket
+import sys
 from datetime import timedelta
 
 import torch.distributed.rpc as rpc
@@ -167,6 +169,26 @@ def _init_backend(store, name, rank, world_size, rpc_backend_options):
     store.set("ferry/ready/%d" % rank, "1")
     store.wait(["ferry/ready/%d" % r for r in range(world_size)])
     return agent
+
+
+@atexit.register
+def _leave_at_exit():
+    """A process that exits with RPC still up (an uncaught exception, or
+    sys.exit without rpc.shutdown()) leaves the job here, as if it had
+    died: its peers see it gone. Done while the interpreter and ferry's
+    libraries are whole: left to the destructor of torch's process-wide
+    agent pointer, the agent is torn down during the process's static
+    destruction with its threads still running, and such exits aborted
+    (heap corruption) or hung until killed."""
+    if not (rpc.is_available() and rpc.api._is_current_rpc_agent_set()):
+        return
+    if not isinstance(rpc.api._get_current_rpc_agent(), FerryAgent):
+        return
+    try:
+        rpc.shutdown(graceful=False)
+    except Exception as e:  # exiting anyway: say what was lost, do not mask the exit
+        print("ferry.torch: RPC was still up at exit; leaving the job reported: %s" % e,
+              file=sys.stderr)
 
 
 if not backend_registry.backend_registered(BACKEND_NAME):

@@ -89,6 +89,17 @@ def test_dead_peer_fails_calls_without_hanging(started, transport):
     assert rc2 == 0, out2
 
 
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_uncaught_exception_exits_without_hanging(started, transport):
+    # A rank that raises with RPC still up (no rpc.shutdown()) exits with
+    # Python's status for it, and its peer sees it gone.
+    procs = started("exit_without_shutdown", 2, transport)
+    rc1, out1 = finish(procs, 1, timeout=60)
+    assert rc1 == 1 and "uncaught on purpose" in out1, "worker1: rc %s\n%s" % (rc1, out1)
+    rc0, out0 = finish(procs, 0, timeout=60)
+    assert rc0 == 0 and out0.rstrip().endswith("OK exit_without_shutdown"), out0
+
+
 def test_options_are_checked():
     with pytest.raises(ValueError, match="unknown transport"):
         ferry.torch.FerryRpcBackendOptions(transport="carrier-pigeon")

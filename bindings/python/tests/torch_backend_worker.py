@@ -153,6 +153,25 @@ def scenario_dead_peer(rank, world_size):
     assert rpc.rpc_sync("worker2", torch.add, args=(torch.ones(1), 1)).item() == 2.0
 
 
+def scenario_exit_without_shutdown(rank, world_size):
+    if rank == 1:
+        # An uncaught exception with a call in flight and RPC still up:
+        # the process must exit with Python's status for it (1), neither
+        # hang nor crash in teardown.
+        rpc.rpc_async("worker0", sleep_then, args=(5, 1))
+        raise RuntimeError("uncaught on purpose")
+    # worker0 sees worker1 gone: a call to it fails, naming it.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            rpc.rpc_sync("worker1", echo, args=(1,))
+        except RuntimeError as e:
+            assert "worker1" in str(e), e
+            break
+        assert time.monotonic() < deadline, "worker1 still answers 30 s after it raised"
+    rpc.shutdown(graceful=False)
+
+
 def main():
     scenario, rank, world_size, init_method, transport = sys.argv[1:6]
     rank, world_size = int(rank), int(world_size)
@@ -167,6 +186,8 @@ def main():
             scenario_calls(rank, world_size)
             check_idle_cpu(bool(busy_poll))
         rpc.shutdown()
+    elif scenario == "exit_without_shutdown":
+        scenario_exit_without_shutdown(rank, world_size)
     elif scenario == "dead_peer":
         if rank == 0:
             scenario_dead_peer(rank, world_size)
