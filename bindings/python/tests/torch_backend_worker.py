@@ -121,18 +121,15 @@ def scenario_calls(rank, world_size):
     assert info["ferry.transport.worker1"] in ("tcp", "shm"), info
 
 
-def check_idle_cpu(busy_poll):
-    # What busy_poll costs a user: a worker with nothing to do keeps a
-    # thread spinning (most of a core), where a sleeping one uses next to
-    # nothing. The bound between them is wide: a spinner shares 2 cores
-    # with the job's other workers.
+def check_idle_cpu():
+    # The default sleeping mode: a worker with nothing to do uses next to
+    # nothing (busy_poll=True spins a thread instead, but how much of a core
+    # a spinner gets depends on the machine's load, so that side is shown by
+    # bench/torch_backend, not asserted here).
     wall0, cpu0 = time.monotonic(), time.process_time()
     time.sleep(0.5)
     share = (time.process_time() - cpu0) / (time.monotonic() - wall0)
-    if busy_poll:
-        assert share > 0.2, "busy_poll: an idle worker used %.0f%% of a core" % (share * 100)
-    else:
-        assert share < 0.2, "an idle worker used %.0f%% of a core" % (share * 100)
+    assert share < 0.2, "an idle worker used %.0f%% of a core" % (share * 100)
 
 
 def scenario_dead_peer(rank, world_size):
@@ -184,7 +181,8 @@ def main():
     if scenario == "calls":
         if rank == 0:
             scenario_calls(rank, world_size)
-            check_idle_cpu(bool(busy_poll))
+            if not busy_poll:
+                check_idle_cpu()
         rpc.shutdown()
     elif scenario == "exit_without_shutdown":
         scenario_exit_without_shutdown(rank, world_size)
