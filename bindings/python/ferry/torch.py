@@ -110,19 +110,28 @@ def _ms(seconds):
 def _rendezvous(store, rank, options):
     """ferry's store address and the job's secret, agreed through torch's
     store: rank 0 chooses them (a free port, a random secret), the others
-    read them. The secret authenticates every ferry connection of the job."""
+    read them. The secret authenticates every ferry connection of the job.
+    Returns (address, secret, placeholder): rank 0's socket that holds the
+    chosen port until ferry's store listens on it (close it after), else
+    None."""
     if rank == 0:
-        address = options.store
+        address, placeholder = options.store, None
         if address is None:
             host = _host_port(os.environ.get("MASTER_ADDR", "127.0.0.1"), 0).rsplit(":", 1)[0]
-            with socket.socket() as s:
-                s.bind((host, 0))
-                address = "%s:%d" % (host, s.getsockname()[1])
+            # The port stays bound (SO_REUSEADDR, not listening) until
+            # ferry's store, which binds with SO_REUSEADDR too, listens on
+            # it: a port found free and closed at once could be taken by
+            # another process before the store binds it, and init_rpc would
+            # fail with "address already in use".
+            placeholder = socket.socket()
+            placeholder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            placeholder.bind((host, 0))
+            address = "%s:%d" % (host, placeholder.getsockname()[1])
         secret = secrets.token_hex(16)
         store.set("ferry/store", address)
         store.set("ferry/secret", secret)
-        return address, secret
-    return store.get("ferry/store").decode(), store.get("ferry/secret").decode()
+        return address, secret, placeholder
+    return store.get("ferry/store").decode(), store.get("ferry/secret").decode(), None
 
 
 def _check_unique_name(store, name, rank, world_size):
@@ -150,7 +159,7 @@ def _init_backend(store, name, rank, world_size, rpc_backend_options):
         raise RuntimeError("FERRY backend: init_rpc needs a world_size (a static job); "
                            "dynamic groups are not supported")
     _check_unique_name(store, name, rank, world_size)
-    address, secret = _rendezvous(store, rank, options)
+    address, secret, placeholder = _rendezvous(store, rank, options)
     o = _ferry_torch.FerryAgentOptions()
     o.transport = options.transport
     o.store = address
@@ -163,7 +172,11 @@ def _init_backend(store, name, rank, world_size, rpc_backend_options):
     o.start_timeout = _ms(options.start_timeout)
     o.zero_copy = options.zero_copy
     o.busy_poll = options.busy_poll
-    agent = FerryAgent(name, rank, world_size, o)
+    try:
+        agent = FerryAgent(name, rank, world_size, o)
+    finally:
+        if placeholder is not None:
+            placeholder.close()
     # Every rank has registered its handler before any init_rpc returns, so
     # no request can reach a worker that does not serve yet.
     store.set("ferry/ready/%d" % rank, "1")

@@ -100,6 +100,41 @@ def test_uncaught_exception_exits_without_hanging(started, transport):
     assert rc0 == 0 and out0.rstrip().endswith("OK exit_without_shutdown"), out0
 
 
+class _DictStore:
+    def __init__(self):
+        self.kv = {}
+
+    def set(self, k, v):
+        self.kv[k] = v.encode() if isinstance(v, str) else v
+
+    def get(self, k):
+        return self.kv[k]
+
+
+def test_store_port_stays_reserved_until_the_store_listens():
+    # Rank 0 chooses ferry's store port; until ferry listens on it no other
+    # process may take it (a plain bind is refused), and ferry's own
+    # listener (SO_REUSEADDR) may.
+    import socket
+    store = _DictStore()
+    address, secret, placeholder = ferry.torch._rendezvous(
+        store, 0, ferry.torch.FerryRpcBackendOptions())
+    try:
+        host, port = address.rsplit(":", 1)
+        other = socket.socket()
+        with pytest.raises(OSError):
+            other.bind((host, int(port)))
+        other.close()
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, int(port)))
+        listener.listen()
+        listener.close()
+        assert ferry.torch._rendezvous(store, 1, None) == (address, secret, None)
+    finally:
+        placeholder.close()
+
+
 def test_options_are_checked():
     with pytest.raises(ValueError, match="unknown transport"):
         ferry.torch.FerryRpcBackendOptions(transport="carrier-pigeon")

@@ -87,12 +87,10 @@ FerryAgent::FerryAgent(std::string name, int rank, int world_size,
   o.world_size = static_cast<uint32_t>(world_size);
   o.rank = rank;
   o.start_timeout_ms = static_cast<uint32_t>(options_.start_timeout.count());
+  // ferry's reason names what failed (a name taken, the store's address
+  // in use, ...); repeated names are refused before this, through torch's
+  // store (ferry/torch.py).
   const ferry_status_t s = ferry_worker_start(&o, &worker_);
-  if (s == FERRY_ALREADY_EXISTS) {
-    ThrowFerry(
-        c10::str("RPC worker name ", self, " (rank ", rank, ") is not unique in the job"),
-        s);
-  }
   if (s != FERRY_OK) {
     ThrowFerry(c10::str("FERRY rpc: worker ", self, " (rank ", rank, " of ", world_size,
                         ") could not join the job"),
