@@ -81,18 +81,24 @@ def main():
         for b in backends:
             if b == "tensorpipe":
                 continue
-            print("\n%s fails, TENSORPIPE passes:\n" % b)
-            found = False
+            passes_there, not_run_there = [], []
             for c in classes:
-                if table["tensorpipe", c] is None or table[b, c] is None:
+                if table[b, c] is None:
                     continue
-                ref, got = table["tensorpipe", c][0], table[b, c][0]
-                for name, (status, why) in sorted(got.items()):
-                    if status == "failed" and ref.get(name, ("",))[0] == "passed":
-                        print("- %s.%s: %s" % (c, name, why))
-                        found = True
-            if not found:
-                print("- none")
+                ref = table["tensorpipe", c][0] if table["tensorpipe", c] else {}
+                for name, (status, why) in sorted(table[b, c][0].items()):
+                    if status != "failed":
+                        continue
+                    there = ref.get(name, ("not run",))[0]
+                    if there == "passed":
+                        passes_there.append("- %s.%s: %s" % (c, name, why))
+                    elif there == "not run":
+                        not_run_there.append("- %s.%s: %s" % (c, name, why))
+            print("\n%s fails, TENSORPIPE passes:\n" % b)
+            print("\n".join(passes_there) or "- none")
+            if not_run_there:
+                print("\n%s fails, TENSORPIPE not run on it:\n" % b)
+                print("\n".join(not_run_there))
 
 
 if __name__ == "__main__":
