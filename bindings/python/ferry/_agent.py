@@ -136,8 +136,7 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
         o.store = rdv.store
         o.host_store = bool(host_store) if host_store is not None else rank == 0
         o.secret = secret or ""
-        o.busy_poll = bool(busy_poll if busy_poll is not None
-                           else os.environ.get("FERRY_BUSY_POLL", "0") == "1")
+        o.busy_poll = _options.busy_poll(busy_poll)
         o.default_timeout_ms = timeout_ms(timeout if timeout is not None else rpc_timeout)
         if peer_timeout is not None:
             o.peer_timeout_ms = timeout_ms(peer_timeout)

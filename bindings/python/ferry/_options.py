@@ -112,6 +112,11 @@ def transport(backend, options):
 _warned = set()
 
 
+def busy_poll(value):
+    """A worker's busy_poll: the value given, else FERRY_BUSY_POLL ("1": on)."""
+    return bool(value if value is not None else os.environ.get("FERRY_BUSY_POLL", "0") == "1")
+
+
 def _warn_once(key, text):
     if key not in _warned:
         _warned.add(key)

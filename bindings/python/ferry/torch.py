@@ -27,6 +27,7 @@ from torch.distributed.rpc import backend_registry
 from torch.distributed.rpc import constants as rpc_constants
 
 from . import _ferry_torch
+from . import _options
 from ._options import _host_port
 
 __all__ = ["FerryRpcBackendOptions", "FerryAgent", "BACKEND_NAME", "TRANSPORTS"]
@@ -85,8 +86,7 @@ class FerryRpcBackendOptions(rpc.RpcBackendOptions):
         self.start_timeout = start_timeout
         self.job = job
         self.zero_copy = bool(zero_copy)
-        self.busy_poll = bool(busy_poll if busy_poll is not None
-                              else os.environ.get("FERRY_BUSY_POLL", "0") == "1")
+        self.busy_poll = _options.busy_poll(busy_poll)
 
     def __repr__(self):
         return ("FerryRpcBackendOptions(transport=%r, store=%r, rpc_timeout=%r, "
@@ -193,7 +193,7 @@ def _leave_at_exit():
     agent pointer, the agent is torn down during the process's static
     destruction with its threads still running, and such exits aborted
     (heap corruption) or hung until killed."""
-    if not (rpc.is_available() and rpc.api._is_current_rpc_agent_set()):
+    if not rpc.api._is_current_rpc_agent_set():
         return
     if not isinstance(rpc.api._get_current_rpc_agent(), FerryAgent):
         return
